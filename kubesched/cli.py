@@ -1,0 +1,52 @@
+"""The ``kubesched`` command: one entry point, a subcommand per part of the system.
+
+Each subcommand lives beside the code it drives and exposes ``add_arguments(parser)`` and ``run(args) -> int``;
+this module only wires them together, so ``kubesched --help`` lists every part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand → (module, one-line help). Modules are imported lazily so `kubesched cluster up` does not pay for
+# numpy and the scheduler framework, and vice versa.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "cluster": ("kubesched.cluster.cli", "run a local Kubernetes-API-compatible cluster with simulated nodes"),
+    "scheduler": ("kubesched.scheduler.cli", "run the scheduler (a drop-in for kube-scheduler)"),
+    "simulate": ("kubesched.scheduler.simulate", "schedule pods from a file offline and show why each landed where"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubesched", description="A Kubernetes scheduler stack in Python.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            p.set_defaults(_unavailable=module)
+            continue
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if getattr(args, "_unavailable", None):
+        print(f"kubesched {args.command}: not available in this build ({args._unavailable})", file=sys.stderr)
+        return 2
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""The resource types the local API server serves: names, scope, verbs, subresources and field selectors.
+
+One ``ResourceType`` per group/version/resource. Built-in types are listed here; CustomResourceDefinitions add
+theirs at run time through ``ResourceRegistry.add``. Discovery, OpenAPI, routing and storage all read this table,
+so a type added here is served everywhere at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+Obj = dict[str, Any]
+FieldGetter = Callable[[Obj], str]
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+def _get(path: str, default: str = "") -> FieldGetter:
+    keys = path.split(".")
+
+    def getter(obj: Obj) -> str:
+        cur: Any = obj
+        for k in keys:
+            if not isinstance(cur, dict):
+                return default
+            cur = cur.get(k)
+            if cur is None:
+                return default
+        if isinstance(cur, bool):
+            return "true" if cur else "false"
+        return str(cur)
+
+    return getter
+
+
+def _pod_ip(obj: Obj) -> str:
+    st = obj.get("status") or {}
+    ips = st.get("podIPs") or []
+    if ips:
+        return str(ips[0].get("ip", ""))
+    return str(st.get("podIP") or "")
+
+
+POD_FIELDS: dict[str, FieldGetter] = {
+    "spec.nodeName": _get("spec.nodeName"),
+    "spec.restartPolicy": _get("spec.restartPolicy"),
+    "spec.schedulerName": _get("spec.schedulerName"),
+    "spec.serviceAccountName": _get("spec.serviceAccountName"),
+    "spec.hostNetwork": _get("spec.hostNetwork", "false"),
+    "status.phase": _get("status.phase"),
+    "status.podIP": _pod_ip,
+    "status.nominatedNodeName": _get("status.nominatedNodeName"),
+}
+
+EVENT_FIELDS: dict[str, FieldGetter] = {
+    "involvedObject.kind": _get("involvedObject.kind"),
+    "involvedObject.namespace": _get("involvedObject.namespace"),
+    "involvedObject.name": _get("involvedObject.name"),
+    "involvedObject.uid": _get("involvedObject.uid"),
+    "involvedObject.apiVersion": _get("involvedObject.apiVersion"),
+    "involvedObject.resourceVersion": _get("involvedObject.resourceVersion"),
+    "involvedObject.fieldPath": _get("involvedObject.fieldPath"),
+    "reason": _get("reason"),
+    "reportingComponent": _get("reportingComponent"),
+    "source": _get("source.component"),
+    "type": _get("type"),
+}
+
+# events.k8s.io/v1 names the same stored fields differently (regarding.* for involvedObject.*).
+EVENTS_V1_FIELDS: dict[str, FieldGetter] = {
+    **{k.replace("involvedObject.", "regarding."): v for k, v in EVENT_FIELDS.items() if k.startswith("involved")},
+    "reason": EVENT_FIELDS["reason"],
+    "reportingController": EVENT_FIELDS["reportingComponent"],
+    "type": EVENT_FIELDS["type"],
+}
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    # Subresources served beside the main resource: "status", "binding", "finalize", "scale".
+    subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    # metadata.generation increments on changes outside metadata (and outside status with a status subresource).
+    has_generation: bool = False
+    # PUT on a missing object creates it (Lease, upstream AllowCreateOnUpdate).
+    allow_create_on_update: bool = False
+    # PUT without metadata.resourceVersion is an unconditional overwrite (most core kinds); otherwise 422.
+    allow_unconditional_update: bool = True
+    # Fields usable in fieldSelector beyond metadata.name and metadata.namespace.
+    fields: dict[str, FieldGetter] = field(default_factory=dict, compare=False, hash=False)
+    # Types sharing one storage (events in core/v1 and events.k8s.io/v1) name the same storage key.
+    storage: str = ""
+    # The CRD this type comes from, if any (its schema, printer columns and scale paths).
+    crd: Obj | None = field(default=None, compare=False, hash=False)
+    # Strategic merge patch is accepted only for built-in kinds.
+    builtin: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_version(self) -> str:
+        return self.api_version
+
+    @property
+    def singular(self) -> str:
+        if self.crd is not None:
+            return str(self.crd["spec"]["names"].get("singular") or self.kind.lower())
+        return self.kind.lower()
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def storage_key(self) -> str:
+        """Identity of the stored collection (shared by types that are two views of one storage)."""
+        return self.storage or f"{self.group}/{self.plural}"
+
+    @property
+    def status_subresource(self) -> bool:
+        return "status" in self.subresources
+
+    def field_getter(self, name: str) -> FieldGetter | None:
+        if name == "metadata.name":
+            return _get("metadata.name")
+        if name == "metadata.namespace":
+            return _get("metadata.namespace")
+        return self.fields.get(name)
+
+    def supported_fields(self) -> list[str]:
+        return ["metadata.name", "metadata.namespace", *self.fields]
+
+
+def _core(plural: str, kind: str, namespaced: bool = True, **kw: Any) -> ResourceType:
+    return ResourceType("", "v1", plural, kind, namespaced, **kw)
+
+
+def _t(group: str, version: str, plural: str, kind: str, namespaced: bool = True, **kw: Any) -> ResourceType:
+    return ResourceType(group, version, plural, kind, namespaced, **kw)
+
+
+BUILTIN_TYPES: tuple[ResourceType, ...] = (
+    # core/v1
+    _core(
+        "namespaces",
+        "Namespace",
+        namespaced=False,
+        short_names=("ns",),
+        subresources=("status", "finalize"),
+        verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+        fields={"status.phase": _get("status.phase")},
+    ),
+    _core(
+        "nodes",
+        "Node",
+        namespaced=False,
+        short_names=("no",),
+        subresources=("status",),
+        fields={"spec.unschedulable": _get("spec.unschedulable", "false")},
+    ),
+    _core(
+        "pods",
+        "Pod",
+        short_names=("po",),
+        categories=("all",),
+        subresources=("status", "binding"),
+        fields=POD_FIELDS,
+    ),
+    _core("bindings", "Binding", verbs=("create",)),
+    _core("events", "Event", short_names=("ev",), fields=EVENT_FIELDS, storage="core/events"),
+    _core("configmaps", "ConfigMap", short_names=("cm",)),
+    _core("secrets", "Secret", fields={"type": _get("type")}),
+    _core("services", "Service", short_names=("svc",), categories=("all",), subresources=("status",)),
+    _core("endpoints", "Endpoints", short_names=("ep",)),
+    _core("serviceaccounts", "ServiceAccount", short_names=("sa",)),
+    _core(
+        "replicationcontrollers",
+        "ReplicationController",
+        short_names=("rc",),
+        categories=("all",),
+        subresources=("status", "scale"),
+        has_generation=True,
+    ),
+    _core("persistentvolumes", "PersistentVolume", namespaced=False, short_names=("pv",), subresources=("status",)),
+    _core("persistentvolumeclaims", "PersistentVolumeClaim", short_names=("pvc",), subresources=("status",)),
+    _core("limitranges", "LimitRange", short_names=("limits",)),
+    _core("resourcequotas", "ResourceQuota", short_names=("quota",), subresources=("status",)),
+    _core("podtemplates", "PodTemplate"),
+    # apps/v1
+    _t("apps", "v1", "deployments", "Deployment", short_names=("deploy",), categories=("all",),
+       subresources=("status", "scale"), has_generation=True),
+    _t("apps", "v1", "replicasets", "ReplicaSet", short_names=("rs",), categories=("all",),
+       subresources=("status", "scale"), has_generation=True),
+    _t("apps", "v1", "statefulsets", "StatefulSet", short_names=("sts",), categories=("all",),
+       subresources=("status", "scale"), has_generation=True),
+    _t("apps", "v1", "daemonsets", "DaemonSet", short_names=("ds",), categories=("all",),
+       subresources=("status",), has_generation=True),
+    _t("apps", "v1", "controllerrevisions", "ControllerRevision"),
+    # coordination.k8s.io/v1
+    _t("coordination.k8s.io", "v1", "leases", "Lease", allow_create_on_update=True),
+    # events.k8s.io/v1: a second view of core/v1 events
+    _t("events.k8s.io", "v1", "events", "Event", short_names=("ev",), fields=EVENTS_V1_FIELDS, storage="core/events"),
+    # policy/v1
+    _t("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short_names=("pdb",),
+       subresources=("status",), has_generation=True),
+    # scheduling.k8s.io/v1
+    _t("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, short_names=("pc",)),
+    # storage.k8s.io/v1
+    _t("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, short_names=("sc",)),
+    _t("storage.k8s.io", "v1", "csidrivers", "CSIDriver", namespaced=False),
+    _t("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False),
+    _t("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity"),
+    _t("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", namespaced=False, subresources=("status",)),
+    # resource.k8s.io/v1 (dynamic resource allocation)
+    _t("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False, has_generation=True),
+    _t("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", subresources=("status",)),
+    _t("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"),
+    _t("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False),
+    # apiextensions.k8s.io/v1
+    _t("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False,
+       short_names=("crd", "crds"), categories=("api-extensions",), subresources=("status",), has_generation=True),
+)
+
+
+class ResourceRegistry:
+    """The served types, indexed by (group, version, plural); CRDs come and go at run time."""
+
+    def __init__(self, types: Iterable[ResourceType] = BUILTIN_TYPES) -> None:
+        self._by_gvr: dict[tuple[str, str, str], ResourceType] = {}
+        self.generation = 0  # bumps whenever the set changes, so discovery and OpenAPI caches know to rebuild
+        for t in types:
+            self.add(t)
+
+    def add(self, rtype: ResourceType) -> None:
+        self._by_gvr[(rtype.group, rtype.version, rtype.plural)] = rtype
+        self.generation += 1
+
+    def remove(self, group: str, version: str, plural: str) -> None:
+        if self._by_gvr.pop((group, version, plural), None) is not None:
+            self.generation += 1
+
+    def get(self, group: str, version: str, plural: str) -> ResourceType | None:
+        return self._by_gvr.get((group, version, plural))
+
+    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
+        for t in self._by_gvr.values():
+            if t.api_version == api_version and t.kind == kind:
+                return t
+        return None
+
+    def all(self) -> list[ResourceType]:
+        return list(self._by_gvr.values())
+
+    def groups(self) -> dict[str, list[str]]:
+        """group name → served versions, core group ("") included, in registration order."""
+        out: dict[str, list[str]] = {}
+        for t in self._by_gvr.values():
+            versions = out.setdefault(t.group, [])
+            if t.version not in versions:
+                versions.append(t.version)
+        return out
+
+    def in_group_version(self, group: str, version: str) -> list[ResourceType]:
+        return [t for t in self._by_gvr.values() if t.group == group and t.version == version]
