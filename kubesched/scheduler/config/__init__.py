@@ -1,0 +1,102 @@
+"""KubeSchedulerConfiguration loading: parse, default, merge with the default plugins, validate.
+
+    config = load_config("/etc/kubernetes/scheduler-config.yaml", plugin_registry={"Dynamic": dynamic_spec})
+    profile = config.profile("default-scheduler")
+    profile.plugins.score          # (PluginRef("TaintToleration", 3), ...)
+    profile.args("NodeResourcesFit").scoring_strategy.type
+
+``default_config()`` is what runs without ``--config``. Problems raise ``ConfigError``, whose ``errors`` list
+upstream-style field errors.
+"""
+
+from .args import (
+    ArgsModel,
+    DefaultPreemptionArgs,
+    InterPodAffinityArgs,
+    NodeAffinityArgs,
+    NodeResourcesBalancedAllocationArgs,
+    NodeResourcesFitArgs,
+    PodTopologySpreadArgs,
+    RequestedToCapacityRatioParam,
+    ResourceSpec,
+    ScoringStrategy,
+    TopologySpreadConstraint,
+    UtilizationShapePoint,
+    ValidatesArgs,
+    system_default_constraints,
+)
+from .duration import DurationError, format_duration, parse_duration
+from .errors import ConfigError, ErrorType, FieldError
+from .load import default_config, load_config, parse_document
+from .plugins import (
+    EXTENSION_POINTS,
+    KNOWN_PLUGINS,
+    MULTI_POINT,
+    UPSTREAM_UNIMPLEMENTED,
+    ExtensionPoint,
+    PluginSpec,
+    build_registry,
+)
+from .types import (
+    DEFAULT_SCHEDULER_NAME,
+    SUPPORTED_API_VERSIONS,
+    V1,
+    V1BETA2,
+    V1BETA3,
+    ClientConnectionConfig,
+    Extender,
+    LeaderElectionConfig,
+    PluginEntry,
+    PluginRef,
+    PluginSet,
+    ProfilePlugins,
+    SchedulerConfiguration,
+    SchedulerProfile,
+)
+
+__all__ = [
+    "DEFAULT_SCHEDULER_NAME",
+    "EXTENSION_POINTS",
+    "KNOWN_PLUGINS",
+    "MULTI_POINT",
+    "SUPPORTED_API_VERSIONS",
+    "UPSTREAM_UNIMPLEMENTED",
+    "V1",
+    "V1BETA2",
+    "V1BETA3",
+    "ArgsModel",
+    "ClientConnectionConfig",
+    "ConfigError",
+    "DefaultPreemptionArgs",
+    "DurationError",
+    "ErrorType",
+    "Extender",
+    "ExtensionPoint",
+    "FieldError",
+    "InterPodAffinityArgs",
+    "LeaderElectionConfig",
+    "NodeAffinityArgs",
+    "NodeResourcesBalancedAllocationArgs",
+    "NodeResourcesFitArgs",
+    "PluginEntry",
+    "PluginRef",
+    "PluginSet",
+    "PluginSpec",
+    "PodTopologySpreadArgs",
+    "ProfilePlugins",
+    "RequestedToCapacityRatioParam",
+    "ResourceSpec",
+    "SchedulerConfiguration",
+    "SchedulerProfile",
+    "ScoringStrategy",
+    "TopologySpreadConstraint",
+    "UtilizationShapePoint",
+    "ValidatesArgs",
+    "build_registry",
+    "default_config",
+    "format_duration",
+    "load_config",
+    "parse_document",
+    "parse_duration",
+    "system_default_constraints",
+]

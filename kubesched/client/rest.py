@@ -1,0 +1,653 @@
+"""An async REST client for the Kubernetes API on plain dicts: aiohttp for transport, orjson for JSON.
+
+No generated models: a pod is the dict the server sent (decoding a pod into models costs ~25x more). Objects
+handed out are fresh and may be kept; callers treat them as immutable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from importlib import metadata
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+
+from kubesched.client.config import ClientConfig
+
+log = logging.getLogger(__name__)
+
+PatchType = Literal["merge", "strategic", "json", "apply"]
+PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    # Server-side apply takes YAML; JSON is YAML, so the body is still serialized with orjson.
+    "apply": "application/apply-patch+yaml",
+}
+
+# Used when an error response carries no Status body (client-go's NewGenericServerResponse does the same).
+_REASON_BY_STATUS: dict[int, str] = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Gone",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def _package_version() -> str:
+    try:
+        return metadata.version("kubesched")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+USER_AGENT = f"kubesched/{_package_version()}"
+
+
+class ApiError(Exception):
+    """A failed API call, carrying the server's ``Status`` (``body``) when there was one."""
+
+    def __init__(self, status: int, reason: str, message: str, body: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body: dict[str, Any] = body if body is not None else {}
+
+    @classmethod
+    def from_status(cls, status_obj: Any, http_status: int = 500) -> ApiError:
+        """From a ``metav1.Status`` (an error response body or the object of a watch ``ERROR`` event)."""
+        if not isinstance(status_obj, dict):
+            return cls(http_status, _REASON_BY_STATUS.get(http_status, "Unknown"), repr(status_obj)[:500], {})
+        code = status_obj.get("code") or http_status
+        reason = status_obj.get("reason") or _REASON_BY_STATUS.get(code, "Unknown")
+        return cls(code, reason, status_obj.get("message") or "", status_obj)
+
+    @classmethod
+    def from_response(cls, http_status: int, raw: bytes) -> ApiError:
+        try:
+            body = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            body = None
+        if isinstance(body, dict) and body.get("kind") == "Status":
+            return cls.from_status(body, http_status)
+        reason = _REASON_BY_STATUS.get(http_status, "Unknown")
+        text = raw[:500].decode("utf-8", "replace").strip() if raw else reason
+        return cls(http_status, reason, text, body if isinstance(body, dict) else {})
+
+    def is_not_found(self) -> bool:
+        return self.status == 404
+
+    def is_conflict(self) -> bool:
+        """A 409 other than AlreadyExists: a stale resourceVersion, an assigned pod on binding, an SSA conflict."""
+        return self.status == 409 and self.reason != "AlreadyExists"
+
+    def is_already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    def is_expired(self) -> bool:
+        """410 Expired/Gone: a compacted resourceVersion or continue token; relist."""
+        return self.status == 410
+
+    def is_too_many_requests(self) -> bool:
+        return self.status == 429
+
+    def is_invalid(self) -> bool:
+        return self.status == 422
+
+    def is_resource_version_too_large(self) -> bool:
+        """The watch cache has not caught up with the requested resourceVersion (504 + ResourceVersionTooLarge)."""
+        causes = (self.body.get("details") or {}).get("causes") or []
+        return self.status == 504 and any(c.get("reason") == "ResourceVersionTooLarge" for c in causes)
+
+
+def resource_path(
+    api_version: str,
+    plural: str,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """``/api/v1/namespaces/ns/pods/p/binding``-style paths; ``api_version`` is ``v1`` or ``group/version``."""
+    parts = ["/api/" + api_version if "/" not in api_version else "/apis/" + api_version]
+    if namespace:
+        parts.append("namespaces/" + quote(namespace, safe=""))
+    parts.append(plural)
+    if name:
+        parts.append(quote(name, safe=":"))
+    elif subresource:
+        raise ValueError("a subresource needs an object name")
+    if subresource:
+        parts.append(subresource)
+    return "/".join(parts)
+
+
+def _query(**params: Any) -> dict[str, str]:
+    """Query parameters: drop None, spell booleans as Kubernetes does."""
+    out: dict[str, str] = {}
+    for key, value in params.items():
+        if value is None:
+            continue
+        out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
+class TokenBucket:
+    """client-go's flowcontrol token bucket: starts with ``burst`` tokens, refills at ``qps`` per second.
+
+    Each caller reserves a token (the count may go negative) and sleeps until its turn, so waiters are served
+    in arrival order without a lock.
+    """
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if qps <= 0 or burst <= 0:
+            raise ValueError("qps and burst must be positive")
+        self.qps = qps
+        self.burst = burst
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(burst)
+        self._last = clock()
+
+    async def wait(self) -> None:
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        self._tokens -= 1.0
+        if self._tokens >= 0.0:
+            return
+        try:
+            await self._sleep(-self._tokens / self.qps)
+        except asyncio.CancelledError:
+            self._tokens += 1.0  # give the reservation back
+            raise
+
+
+class LineSplitter:
+    """Cuts a byte stream into newline-terminated lines, whatever the chunk boundaries."""
+
+    __slots__ = ("_pending",)
+
+    def __init__(self) -> None:
+        self._pending: list[bytes] = []
+
+    def feed(self, data: bytes) -> list[bytes]:
+        parts = data.split(b"\n")
+        if len(parts) == 1:
+            if data:
+                self._pending.append(data)
+            return []
+        if self._pending:
+            self._pending.append(parts[0])
+            parts[0] = b"".join(self._pending)
+            self._pending.clear()
+        tail = parts.pop()
+        if tail:
+            self._pending.append(tail)
+        return [p for p in parts if p and not p.isspace()]
+
+    def finish(self) -> bytes | None:
+        """Whatever followed the last newline (a server that did not terminate its final line)."""
+        rest = b"".join(self._pending)
+        self._pending.clear()
+        return rest if rest and not rest.isspace() else None
+
+
+class WatchStream:
+    """An open watch: ``async for event_type, obj in stream``. ``ERROR`` events raise :class:`ApiError`.
+
+    Use as ``async with client.watch(...) as stream`` (or call :meth:`aclose`) when you may stop early; the
+    stream also closes itself at its end and on errors.
+    """
+
+    def __init__(self, opener: Callable[[], Awaitable[aiohttp.ClientResponse]]) -> None:
+        self._opener = opener
+        self._resp: aiohttp.ClientResponse | None = None
+        self._splitter = LineSplitter()
+        self._lines: deque[bytes] = deque()
+        self._eof = False
+        self._closed = False
+
+    async def open(self) -> None:
+        """Send the request and check the status; separate from iteration so callers can tell connect errors."""
+        if self._resp is None and not self._closed:
+            self._resp = await self._opener()
+
+    def __aiter__(self) -> WatchStream:
+        return self
+
+    async def __anext__(self) -> tuple[str, dict[str, Any]]:
+        if self._resp is None:
+            if self._closed:
+                raise StopAsyncIteration
+            await self.open()
+        lines = self._lines
+        while not lines:
+            if self._eof or self._resp is None:
+                await self.aclose()
+                raise StopAsyncIteration
+            try:
+                chunk = await self._resp.content.readany()
+            except BaseException:
+                await self.aclose()
+                raise
+            if chunk:
+                lines.extend(self._splitter.feed(chunk))
+            else:
+                self._eof = True
+                rest = self._splitter.finish()
+                if rest is not None:
+                    lines.append(rest)
+        line = lines.popleft()
+        try:
+            event = orjson.loads(line)
+            event_type = event["type"]
+            obj = event["object"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            await self.aclose()
+            raise ApiError(500, "InternalError", f"malformed watch event: {line[:200]!r}") from None
+        if event_type == "ERROR":
+            await self.aclose()
+            raise ApiError.from_status(obj)
+        return event_type, obj
+
+    async def aclose(self) -> None:
+        self._closed = True
+        resp, self._resp = self._resp, None
+        if resp is not None:
+            if self._eof:
+                resp.release()
+            else:
+                resp.close()  # mid-stream: the connection cannot be reused
+
+    async def __aenter__(self) -> WatchStream:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class ApiClient:
+    """One connection pool to one API server. Create it inside the event loop; ``await close()`` when done.
+
+    ``config`` may be a bare server URL for tests and the local cluster.
+    """
+
+    def __init__(
+        self,
+        config: ClientConfig | str,
+        *,
+        timeout: float = 60.0,
+        max_connections: int = 256,
+        max_retries: int = 10,
+    ) -> None:
+        self.config = ClientConfig(server=config) if isinstance(config, str) else config
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self._server = self.config.server
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._limiter = (
+            TokenBucket(self.config.qps, self.config.effective_burst) if self.config.qps > 0 else None
+        )
+        self._user_agent = self.config.user_agent or USER_AGENT
+
+    # ---- lifecycle ----
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            ssl_ctx = self.config.ssl_context()
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, ssl=ssl_ctx if ssl_ctx is not None else True
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                headers={"User-Agent": self._user_agent, "Accept": "application/json"},
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if content_type:
+            headers["Content-Type"] = content_type
+        token = self.config.bearer_token()
+        if token:
+            headers["Authorization"] = "Bearer " + token
+        return headers
+
+    # ---- transport ----
+
+    async def raw_request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """Any request: ``body`` may be bytes/str (sent as is) or JSON-able. Returns parsed JSON, or text.
+
+        Non-2xx answers raise :class:`ApiError`. 429 and 5xx answers with ``Retry-After`` are retried, as
+        client-go does, up to ``max_retries`` times.
+        """
+        data: bytes | None
+        if body is None:
+            data = None
+        elif isinstance(body, bytes):
+            data = body
+        elif isinstance(body, str):
+            data = body.encode()
+        else:
+            data = orjson.dumps(body)
+            content_type = content_type or "application/json"
+        hdrs = self._headers(content_type)
+        if headers:
+            hdrs.update(headers)
+        url = self._server + path
+        query = _query(**params) if params else None
+        session = self._get_session()
+        attempt = 0
+        while True:
+            if self._limiter is not None:
+                await self._limiter.wait()
+            async with session.request(method, url, params=query, data=data, headers=hdrs) as resp:
+                raw = await resp.read()
+                status = resp.status
+                if status < 300:
+                    if not raw:
+                        return None
+                    if "json" in resp.headers.get("Content-Type", "application/json"):
+                        return orjson.loads(raw)
+                    return raw.decode("utf-8", "replace")
+                retry_after = _retry_after(status, resp.headers.get("Retry-After"))
+            if retry_after is None or attempt >= self.max_retries:
+                raise ApiError.from_response(status, raw)
+            attempt += 1
+            log.debug("%s %s: %d, retrying in %.1fs", method, path, status, retry_after)
+            await asyncio.sleep(retry_after)
+
+    # ---- verbs ----
+
+    async def get(
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        path = resource_path(api_version, plural, namespace, name, subresource)
+        params = {"resourceVersion": resource_version} if resource_version is not None else None
+        return await self.raw_request("GET", path, params=params)
+
+    async def list(
+        self,
+        api_version: str,
+        plural: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> dict[str, Any]:
+        """One LIST request (one page when ``limit`` is set; see :meth:`list_all`)."""
+        params = _query(
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+            limit=limit,
+            resourceVersion=resource_version,
+            resourceVersionMatch=resource_version_match,
+            **{"continue": continue_ or None},
+        )
+        return await self.raw_request("GET", resource_path(api_version, plural, namespace), params=params)
+
+    async def list_all(
+        self,
+        api_version: str,
+        plural: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> dict[str, Any]:
+        """Every page, merged into one list whose ``metadata.resourceVersion`` is the first page's.
+
+        Like client-go's pager: later pages send only ``continue``; an expired continue token falls back to
+        one unpaginated LIST with the original options.
+        """
+        selectors = {
+            "namespace": namespace,
+            "label_selector": label_selector,
+            "field_selector": field_selector,
+        }
+        first = await self.list(
+            api_version,
+            plural,
+            limit=page_size or None,
+            resource_version=resource_version,
+            resource_version_match=resource_version_match,
+            **selectors,
+        )
+        items: list[dict[str, Any]] = first.get("items") or []
+        token = (first.get("metadata") or {}).get("continue")
+        while token:
+            try:
+                page = await self.list(api_version, plural, limit=page_size, continue_=token, **selectors)
+            except ApiError as e:
+                if not e.is_expired():
+                    raise
+                return await self.list(
+                    api_version,
+                    plural,
+                    resource_version=resource_version,
+                    resource_version_match=resource_version_match,
+                    **selectors,
+                )
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+        first["items"] = items
+        first.setdefault("metadata", {}).pop("continue", None)
+        first["metadata"].pop("remainingItemCount", None)
+        return first
+
+    async def create(
+        self,
+        api_version: str,
+        plural: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        path = resource_path(api_version, plural, namespace)
+        return await self.raw_request("POST", path, params=_query(fieldManager=field_manager), body=body)
+
+    async def replace(
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        """PUT; send ``metadata.resourceVersion`` for optimistic concurrency (409 Conflict when stale)."""
+        path = resource_path(api_version, plural, namespace, name, subresource)
+        return await self.raw_request("PUT", path, params=_query(fieldManager=field_manager), body=body)
+
+    async def patch(
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        patch_type: PatchType = "merge",
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> dict[str, Any]:
+        """PATCH with a merge, strategic-merge, JSON (list of ops) or server-side-apply (``"apply"``) body."""
+        content_type = PATCH_CONTENT_TYPES.get(patch_type)
+        if content_type is None:
+            raise ValueError(
+                f"unknown patch_type {patch_type!r}; use one of {', '.join(PATCH_CONTENT_TYPES)}"
+            )
+        if patch_type == "apply" and not field_manager:
+            raise ValueError("server-side apply needs a field_manager")
+        if force is not None and patch_type != "apply":
+            raise ValueError("force is only valid with patch_type='apply'")
+        path = resource_path(api_version, plural, namespace, name, subresource)
+        body = patch if isinstance(patch, bytes | str) else orjson.dumps(patch)
+        params = _query(fieldManager=field_manager, force=force)
+        return await self.raw_request("PATCH", path, params=params, body=body, content_type=content_type)
+
+    async def delete(
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        *,
+        namespace: str | None = None,
+        grace_period_seconds: int | None = None,
+        preconditions: dict[str, str] | None = None,
+        propagation_policy: str | None = None,
+    ) -> dict[str, Any]:
+        """DELETE with a DeleteOptions body. ``preconditions``: ``{"uid": ..., "resourceVersion": ...}``.
+
+        Returns the server's answer: the object (still terminating, or as deleted) or a Success Status.
+        """
+        options: dict[str, Any] = {}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if preconditions:
+            options["preconditions"] = preconditions
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", **options} if options else None
+        path = resource_path(api_version, plural, namespace, name)
+        return await self.raw_request("DELETE", path, body=body)
+
+    async def create_subresource(
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        subresource: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """POST to a subresource, e.g. ``pods/{name}/binding`` (answers a Success Status) or ``eviction``."""
+        path = resource_path(api_version, plural, namespace, name, subresource)
+        return await self.raw_request("POST", path, body=body)
+
+    def watch(
+        self,
+        api_version: str,
+        plural: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+        allow_watch_bookmarks: bool = True,
+        send_initial_events: bool | None = None,
+        timeout_seconds: int | None = None,
+    ) -> WatchStream:
+        """A watch on a collection, as a :class:`WatchStream` of ``(type, object)``; nothing is sent until
+        it is opened or iterated. ``BOOKMARK`` events are yielded (type ``"BOOKMARK"``)."""
+        path = resource_path(api_version, plural, namespace)
+        params = _query(
+            watch=True,
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+            resourceVersion=resource_version,
+            resourceVersionMatch=resource_version_match,
+            allowWatchBookmarks=allow_watch_bookmarks or None,
+            sendInitialEvents=send_initial_events,
+            timeoutSeconds=timeout_seconds,
+        )
+        # The server ends the stream after timeoutSeconds; the read timeout only catches dead connections.
+        read_timeout = timeout_seconds + 60 if timeout_seconds else None
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=read_timeout)
+
+        async def opener() -> aiohttp.ClientResponse:
+            if self._limiter is not None:
+                await self._limiter.wait()
+            resp = await self._get_session().get(
+                self._server + path, params=params, headers=self._headers(None), timeout=timeout
+            )
+            if resp.status != 200:
+                try:
+                    raw = await resp.read()
+                finally:
+                    resp.release()
+                raise ApiError.from_response(resp.status, raw)
+            return resp
+
+        return WatchStream(opener)
+
+
+def _retry_after(status: int, header: str | None) -> float | None:
+    if header is None or not (status == 429 or 500 <= status < 600):
+        return None
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        return 1.0

@@ -1,0 +1,532 @@
+"""The HTTP face of the local cluster: Kubernetes REST paths, discovery, OpenAPI and streaming watches (aiohttp).
+
+Requests are parsed into (group, version, namespace, resource, name, subresource) and handed to ``ClusterApi``;
+answers are the stored objects' cached serialisations, so a list or a watch fan-out costs byte joins, not JSON
+encoding. Errors leave as ``metav1.Status`` bodies with upstream reasons and codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import random
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+import yaml
+from aiohttp import web
+
+from kubesched.cluster import discovery, errors, openapi, tables
+from kubesched.cluster.api import ClusterApi
+from kubesched.cluster.resources import ResourceType
+from kubesched.cluster.store import BOOKMARK, ERROR, Stored
+
+log = logging.getLogger("kubesched.apiserver")
+
+JSON = "application/json"
+PUBLIC_PATHS = {"/version", "/healthz", "/livez", "/readyz"}
+TOO_LARGE_RV_WAIT = 3.0
+
+
+@dataclass(slots=True)
+class Target:
+    rtype: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+def _json_response(body: Any, status: int = 200, content_type: str = JSON) -> web.Response:
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
+    resp = web.Response(body=data, status=status)
+    resp.headers["Content-Type"] = content_type
+    return resp
+
+
+def _error_response(err: errors.ApiError) -> web.Response:
+    return _json_response(err.status(), err.code)
+
+
+def _qbool(q: Any, key: str) -> bool:
+    return str(q.get(key, "")).lower() in ("true", "1")
+
+
+def _encode_continue(rv: int, key: tuple[str, str]) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps({"rv": rv, "start": list(key)})).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    try:
+        raw = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+        return int(raw["rv"]), (str(raw["start"][0]), str(raw["start"][1]))
+    except Exception as e:
+        raise errors.bad_request(f"continue key is not valid: {e}") from None
+
+
+def _parse_rv(value: str | None) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except ValueError:
+        raise errors.bad_request(f"invalid resource version: {value}") from None
+
+
+class ApiServer:
+    """aiohttp application serving ``ClusterApi`` over the Kubernetes REST conventions."""
+
+    def __init__(
+        self,
+        api: ClusterApi,
+        *,
+        token: str | None = None,
+        require_auth: bool = True,
+        bookmark_interval: float = 60.0,
+    ) -> None:
+        self.api = api
+        self.token = token
+        self.require_auth = require_auth
+        self.bookmark_interval = bookmark_interval
+        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self.handle)
+        self._watch_tasks: set[asyncio.Task[Any]] = set()
+        self.app.on_shutdown.append(self._on_shutdown)
+
+    async def _on_shutdown(self, app: web.Application) -> None:
+        for col in list(self.api.store._collections.values()):
+            for w in list(col.watchers):
+                w.close()
+
+    # -- entry -------------------------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            self._authenticate(request)
+            return await self._dispatch(request)
+        except errors.ApiError as e:
+            return _error_response(e)
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # a bug must still answer as Kubernetes would, and be visible in the log
+            log.exception("internal error serving %s %s", request.method, request.path_qs)
+            return _error_response(errors.internal(str(e)))
+
+    def _authenticate(self, request: web.Request) -> None:
+        if not self.require_auth or request.path in PUBLIC_PATHS:
+            return
+        transport = request.transport
+        if transport is not None:
+            cert = transport.get_extra_info("peercert")
+            if cert:
+                return  # verified by the TLS layer against our CA
+        auth = request.headers.get("Authorization", "")
+        if self.token and auth == f"Bearer {self.token}":
+            return
+        if auth.startswith("Bearer "):
+            raise errors.unauthorized()
+        raise errors.forbidden(
+            'forbidden: User "system:anonymous" cannot get path "' + request.path + '"'
+        )
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        method = request.method
+        if path in ("/healthz", "/livez", "/readyz"):
+            return web.Response(text="ok")
+        if path == "/version":
+            return _json_response(discovery.version_info())
+        parts = [unquote(p) for p in path.strip("/").split("/")] if path != "/" else []
+        if not parts:
+            return _json_response({"paths": sorted(["/api", "/apis", "/version", "/healthz", "/openapi/v3"])})
+        if parts[0] == "openapi":
+            return self._openapi(parts)
+        accept = request.headers.get("Accept", "")
+        if parts[0] == "api":
+            if len(parts) == 1:
+                if discovery.wants_aggregated(accept):
+                    return _json_response(discovery.aggregated(self.api.registry, core=True),
+                                          content_type=discovery.AGGREGATED_CONTENT_TYPE)
+                return _json_response(discovery.api_versions())
+            if len(parts) == 2:
+                body = discovery.api_resource_list(self.api.registry, "", parts[1])
+                if body is None:
+                    raise errors.path_not_found()
+                return _json_response(body)
+            return await self._resource(request, "", parts[1], parts[2:], method)
+        if parts[0] == "apis":
+            if len(parts) == 1:
+                if discovery.wants_aggregated(accept):
+                    return _json_response(discovery.aggregated(self.api.registry, core=False),
+                                          content_type=discovery.AGGREGATED_CONTENT_TYPE)
+                return _json_response(discovery.api_group_list(self.api.registry))
+            if len(parts) == 2:
+                body = discovery.api_group(self.api.registry, parts[1])
+                if body is None:
+                    raise errors.path_not_found()
+                return _json_response(body)
+            if len(parts) == 3:
+                body = discovery.api_resource_list(self.api.registry, parts[1], parts[2])
+                if body is None:
+                    raise errors.path_not_found()
+                return _json_response(body)
+            return await self._resource(request, parts[1], parts[2], parts[3:], method)
+        raise errors.path_not_found()
+
+    def _openapi(self, parts: list[str]) -> web.Response:
+        if len(parts) >= 2 and parts[1] == "v3":
+            if len(parts) == 2:
+                return _json_response(openapi.openapi_index(self.api.registry))
+            doc = openapi.openapi_group_version(self.api.registry, "/".join(parts[2:]))
+            if doc is not None:
+                return _json_response(doc)
+        raise errors.path_not_found()
+
+    # -- resource routing -----------------------------------------------------------------------------------
+
+    def _target(self, group: str, version: str, rest: list[str]) -> Target:
+        reg = self.api.registry
+        if not rest:
+            raise errors.path_not_found()
+        namespace: str | None = None
+        if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            namespace = rest[1]
+            rest = rest[2:]
+        rtype = reg.get(group, version, rest[0])
+        if rtype is None:
+            raise errors.path_not_found()
+        if namespace is not None and not rtype.namespaced:
+            raise errors.path_not_found()
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if len(rest) > 3:
+            raise errors.path_not_found()
+        if sub is not None and sub not in rtype.subresources:
+            raise errors.path_not_found()
+        return Target(rtype, namespace, name, sub)
+
+    async def _resource(
+        self, request: web.Request, group: str, version: str, rest: list[str], method: str
+    ) -> web.StreamResponse:
+        t = self._target(group, version, rest)
+        q = request.query
+        if t.name is None:
+            if method == "GET":
+                if _qbool(q, "watch"):
+                    return await self._watch(request, t)
+                return await self._list(request, t)
+            if method == "POST":
+                return await self._create(request, t)
+            if method == "DELETE":
+                return await self._delete_collection(request, t)
+            raise errors.method_not_allowed()
+        if t.rtype.plural == "bindings":
+            raise errors.method_not_allowed()
+        if method == "GET":
+            st = self.api.get(t.rtype, t.namespace, t.name)
+            if t.subresource == "scale":
+                return _json_response(self.api.scale_of(t.rtype, st.obj))
+            return self._object_response(request, t.rtype, st)
+        if method == "PUT":
+            return await self._update(request, t)
+        if method == "PATCH":
+            return await self._patch(request, t)
+        if method == "DELETE" and t.subresource is None:
+            return await self._delete(request, t)
+        if method == "POST" and t.subresource == "binding":
+            body = await self._body(request)
+            return _json_response(self.api.bind(t.namespace or "default", t.name, body, url_name=t.name), 201)
+        raise errors.method_not_allowed()
+
+    # -- reads --------------------------------------------------------------------------------------------
+
+    def _object_bytes(self, rtype: ResourceType, st: Stored) -> bytes:
+        conv = self.api.view_converter(rtype)
+        return st.data if conv is None else orjson.dumps(conv(st.obj))
+
+    def _object_response(self, request: web.Request, rtype: ResourceType, st: Stored, status: int = 200) -> web.Response:
+        if tables.wants_table(request.headers.get("Accept", "")):
+            obj = self.api.to_view(rtype, st.obj)
+            return _json_response(tables.to_table(rtype, [obj], resource_version=str(st.rv)), status)
+        return _json_response(self._object_bytes(rtype, st), status)
+
+    async def _list(self, request: web.Request, t: Target) -> web.Response:
+        q = request.query
+        rtype = t.rtype
+        pred = self.api.predicate(rtype, q.get("labelSelector"), q.get("fieldSelector"))
+        limit = int(q.get("limit") or 0)
+        rv_param = q.get("resourceVersion")
+        rv_match = q.get("resourceVersionMatch")
+        cont = q.get("continue")
+        if rv_match and rv_match not in ("NotOlderThan", "Exact"):
+            raise errors.bad_request(f'resourceVersionMatch: Unsupported value: "{rv_match}"')
+        if rv_match and not rv_param:
+            raise errors.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
+        if cont and rv_param:
+            raise errors.bad_request(
+                "specifying resource version is not allowed when using continue"
+            )
+        start_after: tuple[str, str] | None = None
+        if cont:
+            list_rv, start_after = _decode_continue(cont)
+            items = self.api.store.list_at(rtype.storage_key, list_rv, t.namespace, pred)
+        else:
+            want = _parse_rv(rv_param)
+            exact = rv_match == "Exact" or (want not in (None, 0) and limit > 0 and rv_match is None)
+            if want and want > self.api.store.revision:
+                if not await self.api.store.wait_for_revision(want, TOO_LARGE_RV_WAIT):
+                    raise self._too_large(want)
+            if exact and want:
+                items = self.api.store.list_at(rtype.storage_key, want, t.namespace, pred)
+                list_rv = want
+            else:
+                items, list_rv = self.api.store.list(rtype.storage_key, t.namespace, pred)
+                if want == 0 and rv_match is None:
+                    limit = 0  # served "from cache": the whole list, as the watch cache historically did
+        if start_after is not None:
+            items = [st for st in items if st.key > start_after]
+        next_token = ""
+        remaining = 0
+        if limit and len(items) > limit:
+            remaining = len(items) - limit
+            items = items[:limit]
+            next_token = _encode_continue(list_rv, items[-1].key)
+        if tables.wants_table(request.headers.get("Accept", "")):
+            objs = [self.api.to_view(rtype, st.obj) for st in items]
+            table = tables.to_table(rtype, objs, resource_version=str(list_rv), continue_token=next_token)
+            return _json_response(table)
+        meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
+        if next_token:
+            meta["continue"] = next_token
+            meta["remainingItemCount"] = remaining
+        conv = self.api.view_converter(rtype)
+        if conv is None:
+            payload = b",".join(st.data for st in items)
+        else:
+            payload = b",".join(orjson.dumps(conv(st.obj)) for st in items)
+        head = orjson.dumps({"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": meta})
+        return _json_response(head[:-1] + b',"items":[' + payload + b"]}")
+
+    def _too_large(self, want: int) -> errors.ApiError:
+        return errors.ApiError(
+            504,
+            "Timeout",
+            f"Too large resource version: {want}, current: {self.api.store.revision}",
+            details={
+                "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                "retryAfterSeconds": 1,
+            },
+        )
+
+    async def _watch(self, request: web.Request, t: Target) -> web.StreamResponse:
+        q = request.query
+        rtype = t.rtype
+        pred = self.api.predicate(rtype, q.get("labelSelector"), q.get("fieldSelector"))
+        bookmarks = _qbool(q, "allowWatchBookmarks")
+        send_initial = q.get("sendInitialEvents")
+        rv_match = q.get("resourceVersionMatch")
+        want = _parse_rv(q.get("resourceVersion"))
+        if send_initial is not None:
+            if rv_match != "NotOlderThan":
+                raise errors.invalid(
+                    "ListOptions",
+                    "",
+                    [errors.field_forbidden("resourceVersionMatch",
+                                            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")],
+                )
+        elif rv_match:
+            raise errors.bad_request("resourceVersionMatch is forbidden for watch")
+        initial_state = send_initial == "true" or (send_initial is None and not want)
+        if want and want > self.api.store.revision:
+            if not await self.api.store.wait_for_revision(want, TOO_LARGE_RV_WAIT):
+                raise self._too_large(want)
+        since = None if initial_state else want
+        timeout_s = float(q.get("timeoutSeconds") or random.uniform(1800, 3600))
+        # Subscribing may raise 410 Expired; as kube-apiserver does, that goes out as an ERROR event in a 200.
+        try:
+            watcher, initial = self.api.store.watch(rtype.storage_key, namespace=t.namespace, predicate=pred,
+                                                    since=since)
+        except errors.ApiError as e:
+            if e.code != 410:
+                raise
+            resp = await self._start_stream(request)
+            await resp.write(orjson.dumps({"type": ERROR, "object": e.status()}) + b"\n")
+            await resp.write_eof()
+            return resp
+        conv = self.api.view_converter(rtype)
+        as_table = tables.wants_table(request.headers.get("Accept", ""))
+        first_table = [True]
+
+        def encode(etype: str, st: Stored) -> bytes:
+            if as_table:
+                obj = self.api.to_view(rtype, st.obj)
+                tbl = tables.to_table(rtype, [obj], resource_version=str(st.rv), include_columns=first_table[0])
+                first_table[0] = False
+                return b'{"type":"' + etype.encode() + b'","object":' + orjson.dumps(tbl) + b"}\n"
+            data = st.data if conv is None else orjson.dumps(conv(st.obj))
+            return b'{"type":"' + etype.encode() + b'","object":' + data + b"}\n"
+
+        def bookmark(extra: dict[str, Any] | None = None) -> bytes:
+            meta: dict[str, Any] = {"resourceVersion": str(self.api.store.revision), "creationTimestamp": None}
+            if extra:
+                meta["annotations"] = extra
+            obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
+            return orjson.dumps({"type": BOOKMARK, "object": obj}) + b"\n"
+
+        resp = await self._start_stream(request)
+        deadline = time.monotonic() + timeout_s
+        try:
+            chunk = b"".join(encode(et, st) for et, st in initial)
+            if send_initial == "true" and bookmarks:
+                chunk += bookmark({"k8s.io/initial-events-end": "true"})
+            if chunk:
+                await resp.write(chunk)
+            next_bookmark = time.monotonic() + self.bookmark_interval
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                wait_for = min(deadline, next_bookmark) - now if bookmarks else deadline - now
+                got = await watcher.wait(max(wait_for, 0.0))
+                if watcher.expired_message is not None:
+                    err = errors.expired(watcher.expired_message)
+                    await resp.write(orjson.dumps({"type": ERROR, "object": err.status()}) + b"\n")
+                    break
+                if watcher.closed and not watcher.buffer:
+                    break
+                if got:
+                    items = watcher.drain()
+                    if items:
+                        await resp.write(b"".join(encode(et, st) for et, st in items))
+                if bookmarks and time.monotonic() >= next_bookmark:
+                    await resp.write(bookmark())
+                    next_bookmark = time.monotonic() + self.bookmark_interval
+            if bookmarks and not watcher.closed:
+                await resp.write(bookmark())
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            watcher.close()
+        return resp
+
+    async def _start_stream(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        return resp
+
+    # -- writes -------------------------------------------------------------------------------------------
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            return None
+        ctype = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower()
+        if ctype in ("application/vnd.kubernetes.protobuf", "application/cbor"):
+            raise errors.ApiError(
+                415,
+                "UnsupportedMediaType",
+                f'the body of the request was in an unknown format - accepted media types include: '
+                f'application/json, application/yaml (got {ctype})',
+            )
+        try:
+            return orjson.loads(raw)  # kubectl sends JSON even for apply-patch+yaml
+        except orjson.JSONDecodeError as e:
+            if ctype.endswith("yaml"):
+                try:
+                    return yaml.safe_load(raw)
+                except yaml.YAMLError as ye:
+                    raise errors.bad_request(f"the request body could not be decoded as YAML: {ye}") from None
+            raise errors.bad_request(f"the request body could not be decoded: {e}") from None
+
+    @staticmethod
+    def _dry_run(request: web.Request) -> bool:
+        return request.query.get("dryRun") == "All"
+
+    async def _create(self, request: web.Request, t: Target) -> web.Response:
+        body = await self._body(request)
+        if t.rtype.plural == "bindings":
+            ns = t.namespace or "default"
+            return _json_response(self.api.bind(ns, "", body or {}), 201)
+        st = self.api.create(t.rtype, body, t.namespace, field_manager=request.query.get("fieldManager"),
+                             dry_run=self._dry_run(request))
+        return self._object_response(request, t.rtype, st, 201)
+
+    async def _update(self, request: web.Request, t: Target) -> web.Response:
+        body = await self._body(request)
+        assert t.name is not None
+        if t.subresource == "scale":
+            return _json_response(self.api.update_scale(t.rtype, t.namespace, t.name, body or {}))
+        if t.subresource == "binding":
+            raise errors.method_not_allowed()
+        st, created = self.api.update(t.rtype, body, t.namespace, t.name, subresource=t.subresource,
+                                      field_manager=request.query.get("fieldManager"),
+                                      dry_run=self._dry_run(request))
+        return self._object_response(request, t.rtype, st, 201 if created else 200)
+
+    async def _patch(self, request: web.Request, t: Target) -> web.Response:
+        assert t.name is not None
+        body = await self._body(request)
+        ctype = request.headers.get("Content-Type", "")
+        if t.subresource == "scale":
+            current = self.api.scale_of(t.rtype, self.api.get(t.rtype, t.namespace, t.name).obj)
+            from kubesched.cluster import patch as patching
+
+            if ctype.startswith("application/json-patch"):
+                new = patching.json_patch(current, body)
+            else:
+                new = patching.merge_patch(current, body)
+            return _json_response(self.api.update_scale(t.rtype, t.namespace, t.name, new))
+        st, created = self.api.patch(
+            t.rtype,
+            t.namespace,
+            t.name,
+            body,
+            ctype,
+            subresource=t.subresource,
+            field_manager=request.query.get("fieldManager"),
+            force=_qbool(request.query, "force"),
+            dry_run=self._dry_run(request),
+        )
+        return self._object_response(request, t.rtype, st, 201 if created else 200)
+
+    async def _delete(self, request: web.Request, t: Target) -> web.Response:
+        assert t.name is not None
+        options = await self._body(request) or {}
+        q = request.query
+        if "gracePeriodSeconds" in q:
+            options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+        if "propagationPolicy" in q:
+            options["propagationPolicy"] = q["propagationPolicy"]
+        if "orphanDependents" in q:
+            options["orphanDependents"] = _qbool(q, "orphanDependents")
+        st, _removed = self.api.delete(t.rtype, t.namespace, t.name, options, dry_run=self._dry_run(request))
+        return self._object_response(request, t.rtype, st, 200)
+
+    async def _delete_collection(self, request: web.Request, t: Target) -> web.Response:
+        q = request.query
+        options = await self._body(request) or {}
+        pred = self.api.predicate(t.rtype, q.get("labelSelector"), q.get("fieldSelector"))
+        items, _ = self.api.store.list(t.rtype.storage_key, t.namespace, pred)
+        for st in items:
+            try:
+                self.api.delete(t.rtype, st.key[0] or None, st.key[1], options, dry_run=self._dry_run(request))
+            except errors.ApiError as e:
+                if e.code != 404:
+                    raise
+        return _json_response(errors.success(200))
+
+
+async def start_server(
+    server: ApiServer, host: str, port: int, ssl_context: ssl.SSLContext | None
+) -> web.AppRunner:
+    runner = web.AppRunner(server.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context, backlog=1024, reuse_address=True)
+    await site.start()
+    return runner

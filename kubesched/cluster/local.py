@@ -1,0 +1,115 @@
+"""A whole local cluster in one process: store, API, HTTP(S) server and simulated nodes.
+
+Used by ``kubesched cluster up`` and, in-process, by tests and the benchmark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import web
+
+from kubesched.cluster import certs, kubeconfig
+from kubesched.cluster.api import ClusterApi
+from kubesched.cluster.apiserver import ApiServer, start_server
+from kubesched.cluster.kubelet import NodeShape, SimulatedKubelets
+from kubesched.cluster.store import DEFAULT_HISTORY_SIZE, Store
+
+log = logging.getLogger("kubesched.cluster")
+
+
+@dataclass
+class ClusterOptions:
+    bind_address: str = "127.0.0.1"
+    port: int = 6443
+    nodes: int = 3
+    node_shape: NodeShape = field(default_factory=NodeShape)
+    node_name_prefix: str = "node-"
+    zones: int = 3
+    data_dir: Path = field(default_factory=lambda: Path.home() / ".kubesched" / "cluster")
+    kubeconfig_out: Path | None = None
+    insecure_http: bool = False
+    watch_history: int = DEFAULT_HISTORY_SIZE
+    heartbeat_interval: float = 10.0
+    bookmark_interval: float = 60.0
+
+
+class LocalCluster:
+    def __init__(self, options: ClusterOptions) -> None:
+        self.options = options
+        self.store = Store(history_size=options.watch_history)
+        self.api = ClusterApi(self.store)
+        self.kubelets = SimulatedKubelets(self.api, heartbeat_interval=options.heartbeat_interval)
+        self.server: ApiServer | None = None
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+        self.kubeconfig_path: Path | None = None
+
+    @property
+    def node_names(self) -> list[str]:
+        width = max(1, len(str(self.options.nodes - 1)))
+        return [f"{self.options.node_name_prefix}{i:0{width}d}" for i in range(self.options.nodes)]
+
+    async def start(self) -> None:
+        o = self.options
+        o.data_dir.mkdir(parents=True, exist_ok=True)
+        self.api.bootstrap()
+        self.kubelets.register_nodes(self.node_names, o.node_shape, o.zones)
+        self.kubelets.start()
+        host = o.bind_address
+        url_host = f"[{host}]" if ":" in host else host
+        if url_host in ("0.0.0.0", "[::]"):
+            url_host = "127.0.0.1"
+        ssl_ctx: ssl.SSLContext | None = None
+        if o.insecure_http:
+            self.server = ApiServer(self.api, require_auth=False, bookmark_interval=o.bookmark_interval)
+            self.url = f"http://{url_host}:{o.port}"
+        else:
+            hosts = [host] if host not in ("0.0.0.0", "::", "127.0.0.1", "localhost") else []
+            pki = certs.generate_pki(o.data_dir / "pki", hosts)
+            ssl_ctx = pki.server_ssl_context()
+            self.server = ApiServer(self.api, token=pki.token, bookmark_interval=o.bookmark_interval)
+            self.url = f"https://{url_host}:{o.port}"
+        self._runner = await start_server(self.server, host, o.port, ssl_ctx)
+        if o.port == 0:
+            sockets = self._runner.addresses
+            self.options.port = int(sockets[0][1])
+            self.url = self.url.rsplit(":", 1)[0] + f":{self.options.port}"
+        self.kubeconfig_path = o.kubeconfig_out or (o.data_dir / "admin.kubeconfig")
+        self.kubeconfig_path.parent.mkdir(parents=True, exist_ok=True)
+        if o.insecure_http:
+            kubeconfig.write_insecure_kubeconfig(self.kubeconfig_path, self.url)
+        else:
+            kubeconfig.write_admin_kubeconfig(self.kubeconfig_path, self.url, pki)
+
+    async def stop(self) -> None:
+        await self.kubelets.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> LocalCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+async def run_forever(cluster: LocalCluster, ready_message: str) -> None:
+    await cluster.start()
+    print(ready_message.format(url=cluster.url, kubeconfig=cluster.kubeconfig_path), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await cluster.stop()

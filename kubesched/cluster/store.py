@@ -1,0 +1,362 @@
+"""In-memory object storage with etcd-like revisions and a bounded watch history.
+
+- One global revision counter: every write bumps it, and the object's ``metadata.resourceVersion`` is the revision of
+  its last write (etcd's mod_revision), so clients can order and resume on any resource.
+- Stored objects are never mutated after they are stored: writers build a new dict. That lets reads, lists and watch
+  fan-out share one dict and one cached serialisation (``Stored.data``) among any number of readers.
+- Each collection keeps the last ``history_size`` change events. A watch from revision N replays the events after N;
+  once history older than N has been dropped the watch gets ``410 Expired``, as from kube-apiserver's watch cache.
+- Everything here is synchronous and runs on the server's event loop, so a write, its history entry and its fan-out
+  to watchers happen atomically with respect to other requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from kubesched.cluster import errors
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace or "", name)
+
+ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
+
+DEFAULT_HISTORY_SIZE = 100_000
+WATCHER_BUFFER_LIMIT = 200_000  # events a slow watcher may lag behind before it is cut off with 410
+
+
+class Stored:
+    """One stored version of an object, with its serialised form computed once on first use."""
+
+    __slots__ = ("_data", "key", "obj", "rv")
+
+    def __init__(self, obj: Obj, rv: int, key: Key) -> None:
+        self.obj = obj
+        self.rv = rv
+        self.key = key
+        self._data: bytes | None = None
+
+    @property
+    def data(self) -> bytes:
+        if self._data is None:
+            self._data = orjson.dumps(self.obj)
+        return self._data
+
+
+@dataclass(slots=True)
+class Event:
+    type: str
+    rv: int
+    new: Stored  # for DELETED: the last state, re-versioned at the deletion revision
+    old: Stored | None  # previous state for MODIFIED/DELETED (selector transitions need it)
+
+
+Predicate = Callable[[Obj], bool]
+
+
+class Watcher:
+    """A subscriber to one collection. The store pushes matching events; the HTTP layer drains them."""
+
+    __slots__ = (
+        "_wake",
+        "buffer",
+        "closed",
+        "collection",
+        "expired_message",
+        "namespace",
+        "predicate",
+    )
+
+    def __init__(self, collection: Collection, namespace: str | None, predicate: Predicate | None) -> None:
+        self.collection = collection
+        self.namespace = namespace
+        self.predicate = predicate
+        self.buffer: deque[tuple[str, Stored]] = deque()
+        self._wake = asyncio.Event()
+        self.closed = False
+        self.expired_message: str | None = None
+
+    def _matches(self, st: Stored | None) -> bool:
+        if st is None:
+            return False
+        if self.namespace is not None and st.key[0] != self.namespace:
+            return False
+        return self.predicate is None or self.predicate(st.obj)
+
+    def offer(self, ev: Event) -> None:
+        """Translate a store event into what this watcher sees (selector transitions as ADDED/DELETED)."""
+        if self.closed:
+            return
+        if ev.type == ADDED:
+            if self._matches(ev.new):
+                self._push(ADDED, ev.new)
+        elif ev.type == DELETED:
+            if self._matches(ev.old if ev.old is not None else ev.new):
+                self._push(DELETED, ev.new)
+        else:
+            now = self._matches(ev.new)
+            before = self._matches(ev.old)
+            if now and before:
+                self._push(MODIFIED, ev.new)
+            elif now:
+                self._push(ADDED, ev.new)
+            elif before:
+                self._push(DELETED, ev.new)
+
+    def _push(self, etype: str, st: Stored) -> None:
+        self.buffer.append((etype, st))
+        if len(self.buffer) > WATCHER_BUFFER_LIMIT:
+            # A consumer this far behind would hold the history hostage; cut it off as the apiserver does.
+            self.expire("watcher fell too far behind; please re-list")
+            return
+        self._wake.set()
+
+    def expire(self, message: str) -> None:
+        self.expired_message = message
+        self.buffer.clear()
+        self.close()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.collection.watchers.discard(self)
+            self._wake.set()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait until events are buffered or the watcher is closed; False on timeout."""
+        if self.buffer or self.closed:
+            return True
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def drain(self) -> list[tuple[str, Stored]]:
+        items = list(self.buffer)
+        self.buffer.clear()
+        return items
+
+
+@dataclass
+class Collection:
+    """Objects of one storage key (e.g. all pods), their recent change history and their watchers."""
+
+    name: str
+    history_size: int = DEFAULT_HISTORY_SIZE
+    objects: dict[Key, Stored] = field(default_factory=dict)
+    history: deque[Event] = field(default_factory=deque)
+    # Revision of the newest event dropped from history: watches from below it can no longer be served.
+    compacted: int = 0
+    watchers: set[Watcher] = field(default_factory=set)
+    # Objects per namespace, so namespaced lists do not scan every object.
+    by_namespace: dict[str, dict[Key, Stored]] = field(default_factory=dict)
+
+    def record(self, ev: Event) -> None:
+        self.history.append(ev)
+        while len(self.history) > self.history_size:
+            dropped = self.history.popleft()
+            self.compacted = dropped.rv
+        for w in list(self.watchers):
+            w.offer(ev)
+
+    def put(self, st: Stored) -> None:
+        self.objects[st.key] = st
+        self.by_namespace.setdefault(st.key[0], {})[st.key] = st
+
+    def pop(self, key: Key) -> Stored | None:
+        st = self.objects.pop(key, None)
+        if st is not None:
+            ns_objs = self.by_namespace.get(key[0])
+            if ns_objs is not None:
+                ns_objs.pop(key, None)
+                if not ns_objs:
+                    del self.by_namespace[key[0]]
+        return st
+
+    def iter_objects(self, namespace: str | None) -> Iterable[Stored]:
+        if namespace is None:
+            return self.objects.values()
+        return self.by_namespace.get(namespace, {}).values()
+
+    def events_since(self, rv: int) -> Iterator[Event]:
+        """Events with revision > rv (the caller has checked ``rv >= compacted``)."""
+        if not self.history or self.history[-1].rv <= rv:
+            return iter(())
+        # History is ordered by revision; walk back from the end to the first event after rv.
+        hist = self.history
+        start = len(hist)
+        while start > 0 and hist[start - 1].rv > rv:
+            start -= 1
+        return (hist[i] for i in range(start, len(hist)))
+
+
+def with_rv(obj: Obj, rv: int) -> Obj:
+    """A shallow copy of ``obj`` whose metadata.resourceVersion is ``rv`` (the input is not touched)."""
+    meta = dict(obj.get("metadata") or {})
+    meta["resourceVersion"] = str(rv)
+    out = dict(obj)
+    out["metadata"] = meta
+    return out
+
+
+def object_key(obj: Obj) -> Key:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+class Store:
+    """All collections of the server and the global revision counter."""
+
+    def __init__(self, history_size: int = DEFAULT_HISTORY_SIZE) -> None:
+        self.revision = 1  # etcd starts at 1; the first write gets 2
+        self.history_size = history_size
+        self._collections: dict[str, Collection] = {}
+        self._revision_waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    def collection(self, storage_key: str) -> Collection:
+        col = self._collections.get(storage_key)
+        if col is None:
+            col = self._collections[storage_key] = Collection(storage_key, self.history_size)
+        return col
+
+    def drop_collection(self, storage_key: str) -> None:
+        col = self._collections.pop(storage_key, None)
+        if col is not None:
+            for w in list(col.watchers):
+                w.close()
+
+    # -- reads ---------------------------------------------------------------------------------------------
+
+    def get(self, storage_key: str, key: Key) -> Stored | None:
+        return self.collection(storage_key).objects.get(key)
+
+    def list(
+        self, storage_key: str, namespace: str | None = None, predicate: Predicate | None = None
+    ) -> tuple[list[Stored], int]:
+        """Current objects sorted by key (as etcd returns them) and the revision the list was taken at."""
+        col = self.collection(storage_key)
+        items = [st for st in col.iter_objects(namespace) if predicate is None or predicate(st.obj)]
+        items.sort(key=lambda st: st.key)
+        return items, self.revision
+
+    def list_at(
+        self, storage_key: str, rv: int, namespace: str | None = None, predicate: Predicate | None = None
+    ) -> list[Stored]:
+        """The collection as it was at revision ``rv``, rebuilt by undoing newer history; 410 when compacted."""
+        col = self.collection(storage_key)
+        if rv < col.compacted:
+            raise errors.expired(
+                "The provided continue parameter is too old to display a consistent list result. "
+                "You can start a new list without the continue parameter."
+            )
+        state: dict[Key, Stored] = {k: st for k, st in col.objects.items()}
+        for ev in reversed(list(col.events_since(rv))):
+            if ev.type == ADDED:
+                state.pop(ev.new.key, None)
+            elif ev.old is not None:
+                state[ev.old.key] = ev.old
+        items = [
+            st
+            for st in state.values()
+            if (namespace is None or st.key[0] == namespace) and (predicate is None or predicate(st.obj))
+        ]
+        items.sort(key=lambda st: st.key)
+        return items
+
+    # -- writes --------------------------------------------------------------------------------------------
+
+    def _next_revision(self) -> int:
+        self.revision += 1
+        return self.revision
+
+    def create(self, storage_key: str, obj: Obj) -> Stored:
+        """Store a new object; the caller has checked that the key is free."""
+        col = self.collection(storage_key)
+        rv = self._next_revision()
+        st = Stored(with_rv(obj, rv), rv, object_key(obj))
+        col.put(st)
+        col.record(Event(ADDED, rv, st, None))
+        self._notify_revision()
+        return st
+
+    def update(self, storage_key: str, obj: Obj, old: Stored) -> Stored:
+        """Replace ``old`` with ``obj`` (the caller did the optimistic-concurrency check)."""
+        col = self.collection(storage_key)
+        rv = self._next_revision()
+        st = Stored(with_rv(obj, rv), rv, old.key)
+        col.put(st)
+        col.record(Event(MODIFIED, rv, st, old))
+        self._notify_revision()
+        return st
+
+    def delete(self, storage_key: str, old: Stored) -> Stored:
+        col = self.collection(storage_key)
+        col.pop(old.key)
+        rv = self._next_revision()
+        # The DELETED event carries the last state at the deletion revision, as kube-apiserver sends it.
+        st = Stored(with_rv(old.obj, rv), rv, old.key)
+        col.record(Event(DELETED, rv, st, old))
+        self._notify_revision()
+        return st
+
+    # -- watch ---------------------------------------------------------------------------------------------
+
+    def watch(
+        self,
+        storage_key: str,
+        *,
+        namespace: str | None,
+        predicate: Predicate | None,
+        since: int | None,
+    ) -> tuple[Watcher, list[tuple[str, Stored]]]:
+        """Subscribe and return the events to send first.
+
+        ``since=None`` means "current state, then changes": one ADDED per matching object. Otherwise the events
+        after revision ``since`` are replayed from history (410 Expired if it no longer reaches back that far).
+        """
+        col = self.collection(storage_key)
+        w = Watcher(col, namespace, predicate)
+        if since is None:
+            initial = [
+                (ADDED, st)
+                for st in sorted(col.iter_objects(namespace), key=lambda s: s.key)
+                if predicate is None or predicate(st.obj)
+            ]
+        else:
+            if since < col.compacted:
+                raise errors.expired(f"too old resource version: {since} ({col.compacted + 1})")
+            probe = Watcher(col, namespace, predicate)
+            for ev in col.events_since(since):
+                probe.offer(ev)
+            initial = list(probe.buffer)
+        col.watchers.add(w)
+        return w, initial
+
+    # -- waiting for a revision (reads with a too-large resourceVersion) -------------------------------------
+
+    async def wait_for_revision(self, rv: int, timeout: float) -> bool:
+        if self.revision >= rv:
+            return True
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._revision_waiters.append((rv, fut))
+        try:
+            await asyncio.wait_for(fut, timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._revision_waiters = [(r, f) for r, f in self._revision_waiters if f is not fut]
+
+    def _notify_revision(self) -> None:
+        if self._revision_waiters:
+            for r, f in self._revision_waiters:
+                if r <= self.revision and not f.done():
+                    f.set_result(None)

@@ -1,0 +1,1537 @@
+"""Server-side validation of objects on create and update, with upstream's field paths and messages.
+
+``validate_create`` / ``validate_update`` return ``Status`` causes (``{"reason", "message", "field"}``); the server
+turns a non-empty list into ``errors.invalid(kind, name, causes)`` (422). Type errors that upstream reports while
+decoding (a malformed quantity, a string where an integer belongs) are not causes but a 400: ``decode_error``
+returns that message.
+
+The checks follow ``k8s.io/apimachinery`` (names, labels, annotations, object metadata) and the per-kind validators
+of kube-apiserver 1.36, for the fields a scheduler stack relies on; less-used fields are left unchecked.
+The caller applies defaults (and, for events.k8s.io, validates before converting to core/v1) first, as upstream
+decodes with defaults before it validates.
+
+Also here: Kubernetes resource quantities (``parse_quantity`` and friends), which the scheduler reuses.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+from kubesched.cluster.resources import Obj, ResourceType
+
+Cause = dict[str, str]
+
+# ------------------------------------------------------------------------------------------------------------
+# Quantities (k8s.io/apimachinery/pkg/api/resource)
+# ------------------------------------------------------------------------------------------------------------
+
+QUANTITY_FORMAT_ERROR = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
+QUANTITY_SUFFIX_ERROR = "unable to parse quantity's suffix"
+QUANTITY_NUMERIC_ERROR = "unable to parse numeric part of quantity"
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity; the message is upstream's."""
+
+
+_DECIMAL_SUFFIXES: dict[str, int] = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
+_BINARY_SUFFIXES: dict[str, int] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL_BY_EXPONENT = {v: k for k, v in _DECIMAL_SUFFIXES.items()}
+_BINARY_BY_EXPONENT = {v: k for k, v in _BINARY_SUFFIXES.items()}
+
+# The shape upstream's parser accepts: sign, digits with an optional point, then suffix letters, an optional sign
+# and digits (an exponent); which suffixes mean something is decided afterwards.
+_QUANTITY_RE = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?([eEinumkKMGTP]*)([-+]?[0-9]*)")
+# The common forms ("100m", "2", "512Mi") skip the general path.
+_SIMPLE_QUANTITY_RE = re.compile(r"([0-9]+)(m|k|M|G|T|Ki|Mi|Gi|Ti|)")
+_NANO = Fraction(1, 10**9)
+
+
+def _round_up_to_nano(value: Fraction) -> Fraction:
+    """Upstream keeps nano precision and rounds any finer value away from zero (a tiny request stays non-zero)."""
+    if (value * 10**9).denominator == 1:
+        return value
+    scaled = value / _NANO
+    rounded = math.ceil(scaled) if value > 0 else math.floor(scaled)
+    return rounded * _NANO
+
+
+@lru_cache(maxsize=8192)
+def _parse_quantity_str(text: str) -> tuple[Fraction, str]:
+    simple = _SIMPLE_QUANTITY_RE.fullmatch(text)
+    if simple:
+        digits, suffix = simple.groups()
+        if suffix in _BINARY_SUFFIXES:
+            return Fraction(int(digits) << _BINARY_SUFFIXES[suffix]), "BinarySI"
+        return Fraction(int(digits)) * Fraction(10) ** _DECIMAL_SUFFIXES[suffix], "DecimalSI"
+    if not text:
+        raise QuantityError(QUANTITY_FORMAT_ERROR)
+    match = _QUANTITY_RE.fullmatch(text)
+    if match is None:
+        raise QuantityError(QUANTITY_FORMAT_ERROR)
+    sign, whole, frac, letters, exp_digits = match.groups()
+    suffix = letters + exp_digits
+    number = Fraction(int(whole or "0")) + (Fraction(int(frac), 10 ** len(frac)) if frac else 0)
+    if suffix in _DECIMAL_SUFFIXES:
+        value, fmt = number * Fraction(10) ** _DECIMAL_SUFFIXES[suffix], "DecimalSI"
+    elif suffix in _BINARY_SUFFIXES:
+        value, fmt = number * (1 << _BINARY_SUFFIXES[suffix]), "BinarySI"
+    elif len(suffix) > 1 and suffix[0] in "eE" and re.fullmatch(r"[-+]?[0-9]+", suffix[1:]):
+        exponent = int(suffix[1:])
+        if abs(exponent) > 1 << 31:
+            raise QuantityError(QUANTITY_SUFFIX_ERROR)
+        value, fmt = number * Fraction(10) ** exponent, "DecimalExponent"
+    else:
+        raise QuantityError(QUANTITY_SUFFIX_ERROR)
+    value = _round_up_to_nano(value)
+    if fmt == "BinarySI" and 0 < value < 1:
+        fmt = "DecimalSI"  # as upstream: a fractional binary amount is shown in decimal
+    return (-value if sign == "-" else value), fmt
+
+
+def _quantity_text(value: str | int | float) -> str:
+    if isinstance(value, bool):
+        raise QuantityError(QUANTITY_FORMAT_ERROR)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        # JSON numbers are accepted as quantities; repr gives the shortest exact-enough spelling
+        return repr(value).replace("e+", "e")
+    if isinstance(value, str):
+        return value
+    raise QuantityError(QUANTITY_FORMAT_ERROR)
+
+
+# Plain dicts in front of the parser: the scheduler converts the same few strings ("100m", "512Mi") millions of
+# times, and a dict lookup is several times cheaper than lru_cache plus argument normalisation.
+_CACHE_LIMIT = 1 << 16
+_value_cache: dict[str, Fraction] = {}
+_milli_cache: dict[str, int] = {}
+_whole_cache: dict[str, int] = {}
+# For the simple forms: (thousandths per unit, units per whole) — integer arithmetic, no Fraction.
+_SIMPLE_SCALE: dict[str, tuple[int, int]] = {
+    "m": (1, 1000),
+    "": (1000, 1),
+    "k": (10**6, 1),
+    "M": (10**9, 1),
+    "G": (10**12, 1),
+    "T": (10**15, 1),
+    "Ki": (1000 << 10, 1),
+    "Mi": (1000 << 20, 1),
+    "Gi": (1000 << 30, 1),
+    "Ti": (1000 << 40, 1),
+}
+
+
+def _remember(cache: dict[str, Any], key: str, value: Any) -> Any:
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def parse_quantity(value: str | int | float) -> Fraction:
+    """The exact value of a Kubernetes quantity ("100m", "1Gi", "2e3", "1.5", "500Ki"), nano precision.
+
+    Raises ``QuantityError`` (a ``ValueError``) with upstream's message for malformed input.
+    """
+    if type(value) is str:
+        found = _value_cache.get(value)
+        if found is not None:
+            return found
+        return _remember(_value_cache, value, _parse_quantity_str(value)[0])
+    if type(value) is int:
+        return Fraction(value)
+    return _parse_quantity_str(_quantity_text(value))[0]
+
+
+def quantity_format(value: str | int | float) -> str:
+    """``BinarySI``, ``DecimalSI`` or ``DecimalExponent``: the family the quantity was written in."""
+    return _parse_quantity_str(_quantity_text(value))[1]
+
+
+def quantity_to_milli(value: str | int | float) -> int:
+    """The quantity in thousandths, rounded up as upstream ``MilliValue()`` does ("100m" → 100, "1" → 1000)."""
+    if type(value) is str:
+        found = _milli_cache.get(value)
+        if found is not None:
+            return found
+        simple = _SIMPLE_QUANTITY_RE.fullmatch(value)
+        if simple:
+            milli = int(simple.group(1)) * _SIMPLE_SCALE[simple.group(2)][0]
+        else:
+            milli = math.ceil(_parse_quantity_str(value)[0] * 1000)
+        return _remember(_milli_cache, value, milli)
+    if type(value) is int:
+        return value * 1000
+    return math.ceil(_parse_quantity_str(_quantity_text(value))[0] * 1000)
+
+
+def quantity_to_int(value: str | int | float) -> int:
+    """The quantity as an integer, rounded up as upstream ``Value()`` does ("1Gi" → 1073741824, "100m" → 1)."""
+    if type(value) is str:
+        found = _whole_cache.get(value)
+        if found is not None:
+            return found
+        simple = _SIMPLE_QUANTITY_RE.fullmatch(value)
+        if simple:
+            milli_per_unit, units_per_whole = _SIMPLE_SCALE[simple.group(2)]
+            number = int(simple.group(1))
+            whole = -(-number // units_per_whole) if units_per_whole > 1 else number * milli_per_unit // 1000
+        else:
+            whole = math.ceil(_parse_quantity_str(value)[0])
+        return _remember(_whole_cache, value, whole)
+    if type(value) is int:
+        return value
+    return math.ceil(_parse_quantity_str(_quantity_text(value))[0])
+
+
+def canonical_quantity(value: str | int | float) -> str:
+    """The quantity as upstream serialises it: "1.5" → "1500m", "1536Mi" → "1536Mi", "1024Ki" → "1Mi"."""
+    amount, fmt = _parse_quantity_str(_quantity_text(value))
+    return format_quantity(amount, fmt)
+
+
+def format_quantity(amount: Fraction, fmt: str = "DecimalSI") -> str:
+    """Render an exact amount in upstream's canonical form for the given format family."""
+    if amount == 0:
+        return "0"
+    sign = "-" if amount < 0 else ""
+    magnitude = -amount if amount < 0 else amount
+    if fmt == "BinarySI" and magnitude >= 1024 and magnitude.denominator == 1:
+        number, exponent = int(magnitude), 0
+        while number % 1024 == 0 and exponent < 60:
+            number //= 1024
+            exponent += 10
+        return f"{sign}{number}{_BINARY_BY_EXPONENT.get(exponent, '')}"
+    # Decimal: the largest exponent (a multiple of 3) that keeps the mantissa whole; nano is always enough.
+    number = magnitude * 10**9
+    if number.denominator != 1:  # finer than nano cannot come out of the parser; round up to be safe
+        number = Fraction(math.ceil(number))
+    mantissa, exponent = int(number), -9
+    while mantissa % 1000 == 0 and (exponent < 18 or fmt == "DecimalExponent"):
+        mantissa //= 1000
+        exponent += 3
+    if fmt == "DecimalExponent":
+        return f"{sign}{mantissa}" + (f"e{exponent}" if exponent else "")
+    return f"{sign}{mantissa}{_DECIMAL_BY_EXPONENT[exponent]}"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Name and label formats (k8s.io/apimachinery/pkg/api/validate/content)
+# ------------------------------------------------------------------------------------------------------------
+
+DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
+DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+LABEL_VALUE_FMT = "(" + LABEL_KEY_FMT + ")?"
+CONFIG_MAP_KEY_FMT = "[-._a-zA-Z0-9]+"
+
+_DNS1123_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character"
+)
+_DNS1123_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+_DNS1035_LABEL_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+    "start with an alphabetic character, and end with an alphanumeric character"
+)
+_LABEL_KEY_MSG = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+_LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+_CONFIG_MAP_KEY_MSG = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+
+_dns1123_label_re = re.compile(DNS1123_LABEL_FMT)
+_dns1123_subdomain_re = re.compile(DNS1123_SUBDOMAIN_FMT)
+_dns1035_label_re = re.compile(DNS1035_LABEL_FMT)
+_label_key_re = re.compile(LABEL_KEY_FMT)
+_label_value_re = re.compile(LABEL_VALUE_FMT)
+_config_map_key_re = re.compile(CONFIG_MAP_KEY_FMT)
+
+FIELD_IMMUTABLE = "field is immutable"
+IS_NEGATIVE = "must be greater than or equal to 0"
+NOT_POSITIVE = "must be greater than zero"
+
+
+def regex_error(msg: str, fmt: str, *examples: str) -> str:
+    """Upstream's wording for a failed format check, examples included (the odd double space is theirs)."""
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+def max_len_error(length: int) -> str:
+    return f"must be no more than {length} characters"
+
+
+def is_dns1123_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _dns1123_label_re.fullmatch(value):
+        if _dns1123_subdomain_re.fullmatch(value):
+            errs.append("must not contain dots")
+        else:
+            errs.append(regex_error(_DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    return errs
+
+
+def is_dns1123_subdomain(value: str) -> list[str]:
+    errs = []
+    if len(value) > 253:
+        errs.append(max_len_error(253))
+    if not _dns1123_subdomain_re.fullmatch(value):
+        errs.append(regex_error(_DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+def is_dns1035_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _dns1035_label_re.fullmatch(value):
+        errs.append(regex_error(_DNS1035_LABEL_MSG, DNS1035_LABEL_FMT, "my-name", "abc-123"))
+    return errs
+
+
+def is_qualified_name(value: str) -> list[str]:
+    """A label key (also used for annotation keys, finalizers, taint keys): ``[prefix/]name``."""
+    errs: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part must be non-empty")
+        else:
+            errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
+    else:
+        return [
+            "a valid label key "
+            + regex_error(_LABEL_KEY_MSG, LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name) > 63:
+        errs.append("name part " + max_len_error(63))
+    if not _label_key_re.fullmatch(name):
+        errs.append("name part " + regex_error(_LABEL_KEY_MSG, LABEL_KEY_FMT, "MyName", "my.name", "123-abc"))
+    return errs
+
+
+def is_label_value(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _label_value_re.fullmatch(value):
+        errs.append(regex_error(_LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+    return errs
+
+
+def is_config_map_key(value: str) -> list[str]:
+    errs = []
+    if len(value) > 253:
+        errs.append(max_len_error(253))
+    if not _config_map_key_re.fullmatch(value):
+        errs.append(regex_error(_CONFIG_MAP_KEY_MSG, CONFIG_MAP_KEY_FMT, "key.name", "KEY_NAME", "key-name"))
+    if value == ".":
+        errs.append("must not be '.'")
+    elif value == "..":
+        errs.append("must not be '..'")
+    elif value.startswith(".."):
+        errs.append("must not start with '..'")
+    return errs
+
+
+def _mask_trailing_dash(name: str) -> str:
+    # A generateName prefix may end in '-': the random suffix follows it.
+    return name[:-1] + "a" if len(name) > 1 and name.endswith("-") else name
+
+
+def name_is_dns_subdomain(name: str, prefix: bool = False) -> list[str]:
+    return is_dns1123_subdomain(_mask_trailing_dash(name) if prefix else name)
+
+
+def name_is_dns_label(name: str, prefix: bool = False) -> list[str]:
+    return is_dns1123_label(_mask_trailing_dash(name) if prefix else name)
+
+
+def validate_path_segment_name(name: str, prefix: bool = False) -> list[str]:
+    """The rule every stored name obeys: it must fit in one URL path segment."""
+    if not prefix and name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{bad}'" for bad in ("/", "%") if bad in name]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Causes, shaped like upstream's field.Error
+# ------------------------------------------------------------------------------------------------------------
+
+
+def show_value(value: Any) -> str:
+    """A bad value as Go's field errors print it: strings quoted, numbers and booleans bare, null for nil."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    # Go prints structs with %#v; JSON is the readable stand-in.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def invalid(field: str, value: Any, detail: str) -> Cause:
+    msg = f"Invalid value: {show_value(value)}"
+    return {"reason": "FieldValueInvalid", "message": f"{msg}: {detail}" if detail else msg, "field": field}
+
+
+def required(field: str, detail: str = "") -> Cause:
+    return {
+        "reason": "FieldValueRequired",
+        "message": "Required value" + (f": {detail}" if detail else ""),
+        "field": field,
+    }
+
+
+def forbidden(field: str, detail: str) -> Cause:
+    return {"reason": "FieldValueForbidden", "message": f"Forbidden: {detail}", "field": field}
+
+
+def duplicate(field: str, value: Any) -> Cause:
+    return {
+        "reason": "FieldValueDuplicate",
+        "message": f"Duplicate value: {show_value(value)}",
+        "field": field,
+    }
+
+
+def not_supported(field: str, value: Any, supported: Iterable[str]) -> Cause:
+    options = ", ".join(json.dumps(s) for s in supported)
+    msg = f"Unsupported value: {show_value(value)}" + (f": supported values: {options}" if options else "")
+    return {"reason": "FieldValueNotSupported", "message": msg, "field": field}
+
+
+def too_long(field: str, max_bytes: int) -> Cause:
+    return {
+        "reason": "FieldValueTooLong",
+        "message": f"Too long: must have at most {max_bytes} bytes",
+        "field": field,
+    }
+
+
+def _key(path: str, key: str) -> str:
+    return f"{path}[{key}]"
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Object metadata (k8s.io/apimachinery/pkg/api/validation/objectmeta.go)
+# ------------------------------------------------------------------------------------------------------------
+
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
+NameFn = Any  # Callable[[str, bool], list[str]]
+
+
+def validate_labels(labels: Any, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    for key, value in sorted(_dict(labels).items()):
+        causes.extend(invalid(path, key, m) for m in is_qualified_name(key))
+        causes.extend(invalid(path, value, m) for m in is_label_value(_str(value)))
+    return causes
+
+
+def validate_annotations(annotations: Any, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    items = _dict(annotations)
+    for key in sorted(items):
+        # Annotation keys follow the label-key rule, case aside.
+        causes.extend(invalid(path, key, m) for m in is_qualified_name(key.lower()))
+    size = sum(len(k) + len(_str(v)) for k, v in items.items())
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT:
+        causes.append(too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT))
+    return causes
+
+
+def _validate_owner_references(refs: Any, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    first_controller = ""
+    for ref in _list(refs):
+        ref = _dict(ref)
+        api_version = _str(ref.get("apiVersion"))
+        if not api_version.rpartition("/")[2]:
+            causes.append(invalid(path + ".apiVersion", api_version, "version must not be empty"))
+        for name in ("kind", "name", "uid"):
+            if not _str(ref.get(name)):
+                causes.append(invalid(f"{path}.{name}", _str(ref.get(name)), "must not be empty"))
+        if api_version == "v1" and ref.get("kind") == "Event":
+            causes.append(invalid(path, ref, "/v1, Kind=Event is disallowed from being an owner"))
+        if ref.get("controller") is True:
+            current = f"{ref.get('kind', '')}/{ref.get('name', '')}"
+            if first_controller:
+                causes.append(
+                    invalid(
+                        path,
+                        refs,
+                        "Only one reference can have Controller set to true. "
+                        f'Found "true" in references for {first_controller} and {current}',
+                    )
+                )
+            else:
+                first_controller = current
+    return causes
+
+
+def _validate_finalizers(finalizers: Any, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    names = [_str(f) for f in _list(finalizers)]
+    for name in names:
+        causes.extend(invalid(path, name, m) for m in is_qualified_name(name))
+    if "orphan" in names and "foregroundDeletion" in names:
+        causes.append(invalid(path, names, "finalizer orphan and foregroundDeletion cannot be both set"))
+    return causes
+
+
+def validate_object_meta(meta: Any, namespaced: bool, name_fn: NameFn, path: str = "metadata") -> list[Cause]:
+    """Create-time metadata checks. Name generation may not have happened yet: a generateName stands in."""
+    meta = _dict(meta)
+    causes: list[Cause] = []
+    name, generate_name = _str(meta.get("name")), _str(meta.get("generateName"))
+    if generate_name:
+        causes.extend(invalid(path + ".generateName", generate_name, m) for m in name_fn(generate_name, True))
+    if name:
+        causes.extend(invalid(path + ".name", name, m) for m in name_fn(name, False))
+    elif not generate_name:
+        causes.append(required(path + ".name", "name or generateName is required"))
+    namespace = _str(meta.get("namespace"))
+    if namespaced:
+        if not namespace:
+            causes.append(required(path + ".namespace"))
+        else:
+            causes.extend(invalid(path + ".namespace", namespace, m) for m in name_is_dns_label(namespace))
+    elif namespace:
+        causes.append(forbidden(path + ".namespace", "not allowed on this type"))
+    generation = meta.get("generation")
+    if isinstance(generation, int) and generation < 0:
+        causes.append(invalid(path + ".generation", generation, IS_NEGATIVE))
+    causes.extend(validate_labels(meta.get("labels"), path + ".labels"))
+    causes.extend(validate_annotations(meta.get("annotations"), path + ".annotations"))
+    causes.extend(_validate_owner_references(meta.get("ownerReferences"), path + ".ownerReferences"))
+    causes.extend(_validate_finalizers(meta.get("finalizers"), path + ".finalizers"))
+    return causes
+
+
+def validate_object_meta_update(new_meta: Any, old_meta: Any, path: str = "metadata") -> list[Cause]:
+    """Update-time metadata checks.
+
+    As upstream's ``rest.BeforeUpdate``, the caller copies ``creationTimestamp`` from the stored object (a changed
+    one is silently kept, not refused), copies ``uid`` when the request leaves it empty, and fills
+    ``resourceVersion`` for unconditional updates; this function does not look at those three.
+    """
+    new, old = _dict(new_meta), _dict(old_meta)
+    causes: list[Cause] = []
+    if old.get("deletionTimestamp"):
+        added = sorted(set(_list(new.get("finalizers"))) - set(_list(old.get("finalizers"))))
+        if added:
+            shown = "[]string{" + ", ".join(json.dumps(f) for f in added) + "}"
+            causes.append(
+                forbidden(
+                    path + ".finalizers",
+                    f"no new finalizers can be added if the object is being deleted, found new finalizers {shown}",
+                )
+            )
+    for name in ("name", "namespace"):
+        if _str(new.get(name)) != _str(old.get(name)):
+            causes.append(invalid(f"{path}.{name}", _str(new.get(name)), FIELD_IMMUTABLE))
+    if new.get("uid") and new.get("uid") != old.get("uid"):
+        causes.append(invalid(path + ".uid", new.get("uid"), FIELD_IMMUTABLE))
+    if new.get("deletionTimestamp") and not old.get("deletionTimestamp"):
+        causes.append(invalid(path + ".deletionTimestamp", new.get("deletionTimestamp"), FIELD_IMMUTABLE))
+    if (
+        "deletionGracePeriodSeconds" in new
+        and new.get("deletionGracePeriodSeconds") != old.get("deletionGracePeriodSeconds")
+        and new.get("deletionGracePeriodSeconds") is not None
+    ):
+        causes.append(
+            invalid(
+                path + ".deletionGracePeriodSeconds", new.get("deletionGracePeriodSeconds"), FIELD_IMMUTABLE
+            )
+        )
+    causes.extend(validate_labels(new.get("labels"), path + ".labels"))
+    causes.extend(validate_annotations(new.get("annotations"), path + ".annotations"))
+    causes.extend(_validate_owner_references(new.get("ownerReferences"), path + ".ownerReferences"))
+    causes.extend(_validate_finalizers(new.get("finalizers"), path + ".finalizers"))
+    return causes
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Pods (pkg/apis/core/validation)
+# ------------------------------------------------------------------------------------------------------------
+
+_STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
+_INTEGER_RESOURCES = {"pods", "count/pods"}
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+_PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+_WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
+UPDATABLE_POD_SPEC_FIELDS = (
+    "`spec.containers[*].image`",
+    "`spec.initContainers[*].image`",
+    "`spec.activeDeadlineSeconds`",
+    "`spec.tolerations` (only additions to existing tolerations)",
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+)
+_MAX_INT32 = 2**31 - 1
+
+
+def _is_hugepages(name: str) -> bool:
+    return name.startswith("hugepages-")
+
+
+def is_native_resource(name: str) -> bool:
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def is_extended_resource(name: str) -> bool:
+    """A resource named outside kubernetes.io (``example.com/gpu``): integer-valued and never overcommitted."""
+    if is_native_resource(name) or name.startswith("requests."):
+        return False
+    return not is_qualified_name("requests." + name)
+
+
+def _overcommit_allowed(name: str) -> bool:
+    return is_native_resource(name) and not _is_hugepages(name)
+
+
+def _validate_container_resource_name(name: str, path: str) -> list[Cause]:
+    causes = [invalid(path, name, m) for m in is_qualified_name(name)]
+    if "/" not in name:
+        if name not in _STANDARD_CONTAINER_RESOURCES and not _is_hugepages(name):
+            causes.append(invalid(path, name, "must be a standard resource for containers"))
+    elif not is_native_resource(name) and not is_extended_resource(name):
+        causes.append(invalid(path, name, "doesn't follow extended resource name standard"))
+    return causes
+
+
+def _validate_quantity_value(name: str, raw: Any, path: str) -> list[Cause]:
+    try:
+        amount, fmt = _parse_quantity_str(_quantity_text(raw))
+    except QuantityError:
+        return []  # reported by decode_error as a 400 before validation runs
+    causes: list[Cause] = []
+    if amount < 0:
+        causes.append(invalid(path, format_quantity(amount, fmt), IS_NEGATIVE))
+    if (name in _INTEGER_RESOURCES or is_extended_resource(name)) and math.ceil(amount * 1000) % 1000 != 0:
+        # upstream passes the Quantity itself, which prints unquoted
+        shown = format_quantity(amount, fmt)
+        causes.append(
+            {
+                "reason": "FieldValueInvalid",
+                "message": f"Invalid value: {shown}: must be an integer",
+                "field": path,
+            }
+        )
+    return causes
+
+
+def _validate_resource_requirements(resources: Any, path: str) -> list[Cause]:
+    resources = _dict(resources)
+    limits, requests = _dict(resources.get("limits")), _dict(resources.get("requests"))
+    lim_path, req_path = path + ".limits", path + ".requests"
+    causes: list[Cause] = []
+    for name in sorted(limits):
+        causes.extend(_validate_container_resource_name(name, _key(lim_path, name)))
+        causes.extend(_validate_quantity_value(name, limits[name], _key(lim_path, name)))
+    for name in sorted(requests):
+        causes.extend(_validate_container_resource_name(name, _key(req_path, name)))
+        causes.extend(_validate_quantity_value(name, requests[name], _key(req_path, name)))
+        try:
+            request = parse_quantity(requests[name])
+        except QuantityError:
+            continue
+        if name in limits:
+            try:
+                limit = parse_quantity(limits[name])
+            except QuantityError:
+                continue
+            shown_req, shown_lim = canonical_quantity(requests[name]), canonical_quantity(limits[name])
+            if request != limit and not _overcommit_allowed(name):
+                causes.append(invalid(req_path, shown_req, f"must be equal to {name} limit of {shown_lim}"))
+            elif request > limit:
+                causes.append(
+                    invalid(req_path, shown_req, f"must be less than or equal to {name} limit of {shown_lim}")
+                )
+        elif not _overcommit_allowed(name):
+            causes.append(required(lim_path, "Limit must be set for non overcommitable resources"))
+    return causes
+
+
+def _validate_container(container: Any, path: str) -> list[Cause]:
+    container = _dict(container)
+    causes: list[Cause] = []
+    name = _str(container.get("name"))
+    if not name:
+        causes.append(required(path + ".name"))
+    else:
+        causes.extend(invalid(path + ".name", name, m) for m in is_dns1123_label(name))
+    if not _str(container.get("image")):
+        causes.append(required(path + ".image"))
+    causes.extend(_validate_resource_requirements(container.get("resources"), path + ".resources"))
+    return causes
+
+
+def _validate_taint_effect(effect: str, allow_empty: bool, path: str) -> list[Cause]:
+    if not effect:
+        return [] if allow_empty else [required(path)]
+    if effect not in _TAINT_EFFECTS:
+        return [not_supported(path, effect, _TAINT_EFFECTS)]
+    return []
+
+
+def validate_tolerations(tolerations: Any, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, toleration in enumerate(_list(tolerations)):
+        toleration = _dict(toleration)
+        at = f"{path}[{i}]"
+        key, operator = _str(toleration.get("key")), _str(toleration.get("operator"))
+        value, effect = _str(toleration.get("value")), _str(toleration.get("effect"))
+        if key:
+            causes.extend(invalid(at + ".key", key, m) for m in is_qualified_name(key))
+        if not key and operator != "Exists":
+            causes.append(
+                invalid(
+                    at + ".operator",
+                    operator,
+                    'operator must be Exists when `key` is empty, which means "match all values and all keys"',
+                )
+            )
+        if toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
+            causes.append(
+                invalid(at + ".effect", effect, "effect must be 'NoExecute' when `tolerationSeconds` is set")
+            )
+        if operator in ("Equal", ""):
+            errs = is_label_value(value)
+            if errs:
+                causes.append(invalid(at + ".operator", value, ";".join(errs)))
+        elif operator == "Exists":
+            if value:
+                causes.append(
+                    invalid(at + ".operator", toleration, "value must be empty when `operator` is 'Exists'")
+                )
+        else:
+            causes.append(not_supported(at + ".operator", operator, ("Equal", "Exists")))
+        causes.extend(_validate_taint_effect(effect, True, at + ".effect"))
+    return causes
+
+
+def _validate_topology_spread(constraints: Any, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    items = [_dict(c) for c in _list(constraints)]
+    for i, c in enumerate(items):
+        at = f"{path}[{i}]"
+        max_skew = c.get("maxSkew")
+        if not isinstance(max_skew, int) or max_skew <= 0:
+            causes.append(
+                invalid(at + ".maxSkew", max_skew if isinstance(max_skew, int) else 0, NOT_POSITIVE)
+            )
+        if not _str(c.get("topologyKey")):
+            causes.append(required(at + ".topologyKey", "can not be empty"))
+        when = _str(c.get("whenUnsatisfiable"))
+        if when not in _WHEN_UNSATISFIABLE:
+            causes.append(not_supported(at + ".whenUnsatisfiable", when, _WHEN_UNSATISFIABLE))
+        pair = (c.get("topologyKey"), c.get("whenUnsatisfiable"))
+        if any((o.get("topologyKey"), o.get("whenUnsatisfiable")) == pair for o in items[i + 1 :]):
+            causes.append(duplicate(at + ".{topologyKey, whenUnsatisfiable}", f"{{{pair[0]}, {pair[1]}}}"))
+    return causes
+
+
+def _validate_scheduling_gates(gates: Any, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for i, gate in enumerate(_list(gates)):
+        name = _str(_dict(gate).get("name"))
+        causes.extend(invalid(f"{path}[{i}]", name, m) for m in is_qualified_name(name))
+        if name in seen:
+            causes.append(duplicate(f"{path}[{i}]", name))
+        seen.add(name)
+    return causes
+
+
+def _validate_pod_spec(spec: Any, path: str = "spec") -> list[Cause]:
+    spec = _dict(spec)
+    causes: list[Cause] = []
+    containers = _list(spec.get("containers"))
+    names: set[str] = set()
+    if not containers:
+        causes.append(required(path + ".containers"))
+    for i, container in enumerate(containers):
+        at = f"{path}.containers[{i}]"
+        causes.extend(_validate_container(container, at))
+        name = _str(_dict(container).get("name"))
+        if name in names:
+            causes.append(duplicate(at + ".name", name))
+        names.add(name)
+    for i, container in enumerate(_list(spec.get("initContainers"))):
+        at = f"{path}.initContainers[{i}]"
+        causes.extend(_validate_container(container, at))
+        name = _str(_dict(container).get("name"))
+        if name in names:
+            causes.append(duplicate(at + ".name", name))
+        names.add(name)
+    policy = spec.get("restartPolicy")
+    if policy is not None and policy not in _RESTART_POLICIES:
+        causes.append(not_supported(path + ".restartPolicy", policy, _RESTART_POLICIES))
+    causes.extend(validate_labels(spec.get("nodeSelector"), path + ".nodeSelector"))
+    if _str(spec.get("serviceAccountName")):
+        sa = spec["serviceAccountName"]
+        causes.extend(invalid(path + ".serviceAccountName", sa, m) for m in name_is_dns_subdomain(sa))
+    if _str(spec.get("nodeName")):
+        node = spec["nodeName"]
+        causes.extend(invalid(path + ".nodeName", node, m) for m in name_is_dns_subdomain(node))
+    deadline = spec.get("activeDeadlineSeconds")
+    if isinstance(deadline, int) and not 1 <= deadline <= _MAX_INT32:
+        causes.append(
+            invalid(
+                path + ".activeDeadlineSeconds", deadline, f"must be between 1 and {_MAX_INT32}, inclusive"
+            )
+        )
+    for field in ("hostname", "subdomain"):
+        if _str(spec.get(field)):
+            causes.extend(invalid(f"{path}.{field}", spec[field], m) for m in is_dns1123_label(spec[field]))
+    causes.extend(validate_tolerations(spec.get("tolerations"), path + ".tolerations"))
+    if _str(spec.get("priorityClassName")):
+        pc = spec["priorityClassName"]
+        causes.extend(invalid(path + ".priorityClassName", pc, m) for m in name_is_dns_subdomain(pc))
+    preemption = spec.get("preemptionPolicy")
+    if preemption is not None and preemption not in _PREEMPTION_POLICIES:
+        causes.append(not_supported(path + ".preemptionPolicy", preemption, _PREEMPTION_POLICIES))
+    causes.extend(
+        _validate_topology_spread(spec.get("topologySpreadConstraints"), path + ".topologySpreadConstraints")
+    )
+    causes.extend(_validate_scheduling_gates(spec.get("schedulingGates"), path + ".schedulingGates"))
+    return causes
+
+
+def _validate_pod(pod: Obj) -> list[Cause]:
+    causes = validate_object_meta(pod.get("metadata"), True, name_is_dns_subdomain)
+    causes.extend(_validate_pod_spec(pod.get("spec")))
+    spec = _dict(pod.get("spec"))
+    if _str(spec.get("nodeName")) and _list(spec.get("schedulingGates")):
+        causes.append(forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared"))
+    return causes
+
+
+def _normalised(value: Any, key: str = "") -> Any:
+    """Drop what Go would not tell apart from absent (nil vs empty lists and maps, empty strings, false), and
+    compare quantities by value, so "unchanged" means what upstream's semantic equality means."""
+    if isinstance(value, dict):
+        if key in ("limits", "requests"):
+            out = {}
+            for k, v in value.items():
+                try:
+                    out[k] = parse_quantity(v)
+                except QuantityError:
+                    out[k] = v
+            return out or None
+        items = {k: _normalised(v, k) for k, v in value.items()}
+        return {k: v for k, v in items.items() if v is not None} or None
+    if isinstance(value, list):
+        return [_normalised(v) for v in value] or None
+    if value is False or value == "":
+        return None
+    return value
+
+
+_GO_NAMES = {"nodeName": "NodeName", "schedulerName": "SchedulerName", "restartPolicy": "RestartPolicy"}
+
+
+def _spec_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """A short before/after listing of the changed fields, standing in for upstream's Go struct diff."""
+    lines = ["  core.PodSpec{"]
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            go_name = _GO_NAMES.get(key, key[:1].upper() + key[1:])
+            if key in old:
+                lines.append(f"- \t{go_name}: {json.dumps(old[key], default=str, sort_keys=True)},")
+            if key in new:
+                lines.append(f"+ \t{go_name}: {json.dumps(new[key], default=str, sort_keys=True)},")
+    lines.append("  }")
+    return "\n".join(lines) + "\n"
+
+
+def _only_added_tolerations(new: list[Any], old: list[Any], path: str) -> list[Cause]:
+    """Every old toleration must still be there; only its tolerationSeconds may have changed."""
+    for existing in old:
+        found = False
+        for candidate in new:
+            seconds = _dict(candidate).get("tolerationSeconds")
+            if _normalised({**_dict(existing), "tolerationSeconds": seconds}) == _normalised(
+                _dict(candidate)
+            ):
+                found = True
+                break
+        if not found:
+            return [forbidden(path, "existing toleration can not be modified except its tolerationSeconds")]
+    return []
+
+
+def _validate_pod_update(new: Obj, old: Obj) -> list[Cause]:
+    causes = validate_object_meta_update(new.get("metadata"), old.get("metadata"))
+    causes.extend(_validate_pod_spec(new.get("spec")))
+    new_spec, old_spec = _dict(new.get("spec")), _dict(old.get("spec"))
+    for field in ("containers", "initContainers"):
+        new_list, old_list = _list(new_spec.get(field)), _list(old_spec.get(field))
+        if len(new_list) != len(old_list):
+            causes.append(forbidden(f"spec.{field}", "pod updates may not add or remove containers"))
+            return causes
+        for i, container in enumerate(new_list):
+            image = _str(_dict(container).get("image"))
+            if image and image.strip() != image:
+                causes.append(
+                    invalid(f"spec.{field}[{i}].image", image, "must not have leading or trailing whitespace")
+                )
+    new_deadline, old_deadline = new_spec.get("activeDeadlineSeconds"), old_spec.get("activeDeadlineSeconds")
+    if new_deadline is not None:
+        if isinstance(old_deadline, int) and isinstance(new_deadline, int) and old_deadline < new_deadline:
+            causes.append(
+                invalid(
+                    "spec.activeDeadlineSeconds", new_deadline, "must be less than or equal to previous value"
+                )
+            )
+            return causes
+    elif old_deadline is not None:
+        causes.append(
+            invalid(
+                "spec.activeDeadlineSeconds", None, "must not update from a positive integer to nil value"
+            )
+        )
+    causes.extend(
+        _only_added_tolerations(
+            _list(new_spec.get("tolerations")), _list(old_spec.get("tolerations")), "spec.tolerations"
+        )
+    )
+    new_gates = [_str(_dict(g).get("name")) for g in _list(new_spec.get("schedulingGates"))]
+    old_gates = {_str(_dict(g).get("name")) for g in _list(old_spec.get("schedulingGates"))}
+    for i, gate in enumerate(new_gates):
+        if gate not in old_gates:
+            causes.append(
+                forbidden(
+                    f"spec.schedulingGates[{i}].name",
+                    f"only deletion is allowed, but found new scheduling gate '{gate}'",
+                )
+            )
+
+    # Everything else in the spec is frozen: put the updatable fields back to their old values and compare.
+    munged = dict(new_spec)
+    for field in ("containers", "initContainers"):
+        if field in munged:
+            olds = _list(old_spec.get(field))
+            munged[field] = [
+                {**_dict(c), "image": _dict(olds[i]).get("image")} if i < len(olds) else c
+                for i, c in enumerate(_list(munged[field]))
+            ]
+    for field in ("activeDeadlineSeconds", "schedulingGates", "tolerations"):
+        munged.pop(field, None)
+        if field in old_spec:
+            munged[field] = old_spec[field]
+    old_grace = old_spec.get("terminationGracePeriodSeconds")
+    if isinstance(old_grace, int) and old_grace < 0 and munged.get("terminationGracePeriodSeconds") == 1:
+        munged["terminationGracePeriodSeconds"] = old_grace
+    if old_gates:
+        # A gated pod may still gain node selector entries (not change or lose them).
+        new_selector, old_selector = _dict(munged.get("nodeSelector")), _dict(old_spec.get("nodeSelector"))
+        if new_selector != old_selector:
+            if any(new_selector.get(k) != v for k, v in old_selector.items()):
+                causes.append(
+                    invalid(
+                        "spec.nodeSelector",
+                        new_selector,
+                        "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+                    )
+                )
+            munged.pop("nodeSelector", None)
+            if "nodeSelector" in old_spec:
+                munged["nodeSelector"] = old_spec["nodeSelector"]
+    norm_new, norm_old = _dict(_normalised(munged)), _dict(_normalised(old_spec))
+    if norm_new != norm_old:
+        causes.append(
+            forbidden(
+                "spec",
+                "pod updates may not change fields other than "
+                + ",".join(UPDATABLE_POD_SPEC_FIELDS)
+                + "\n"
+                + _spec_diff(norm_old, norm_new),
+            )
+        )
+    return causes
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Other kinds
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _validate_node(node: Obj) -> list[Cause]:
+    causes = validate_object_meta(node.get("metadata"), False, name_is_dns_subdomain)
+    causes.extend(_validate_node_taints(_dict(node.get("spec")).get("taints")))
+    return causes
+
+
+def _validate_node_taints(taints: Any) -> list[Cause]:
+    causes: list[Cause] = []
+    seen: set[tuple[str, str]] = set()
+    for i, taint in enumerate(_list(taints)):
+        taint = _dict(taint)
+        at = f"spec.taints[{i}]"
+        key, value, effect = _str(taint.get("key")), _str(taint.get("value")), _str(taint.get("effect"))
+        causes.extend(invalid(at + ".key", key, m) for m in is_qualified_name(key))
+        errs = is_label_value(value)
+        if errs:
+            causes.append(invalid(at + ".value", value, ";".join(errs)))
+        causes.extend(_validate_taint_effect(effect, False, at + ".effect"))
+        if (key, effect) in seen:
+            dup = duplicate(at, taint)
+            dup["message"] += ": taints must be unique by key and effect pair"
+            causes.append(dup)
+            continue
+        seen.add((key, effect))
+    return causes
+
+
+_STANDARD_FINALIZERS = {"kubernetes", "orphan", "foregroundDeletion"}
+
+
+def _namespace_finalizer_causes(ns: Obj) -> list[Cause]:
+    causes: list[Cause] = []
+    for finalizer in _list(_dict(ns.get("spec")).get("finalizers")):
+        name = _str(finalizer)
+        causes.extend(invalid("spec.finalizers", name, m) for m in is_qualified_name(name))
+        if "/" not in name and name not in _STANDARD_FINALIZERS:
+            causes.append(
+                invalid(
+                    "spec.finalizers",
+                    name,
+                    "name is neither a standard finalizer name nor is it fully qualified",
+                )
+            )
+    return causes
+
+
+def _validate_namespace(ns: Obj) -> list[Cause]:
+    return validate_object_meta(ns.get("metadata"), False, name_is_dns_label) + _namespace_finalizer_causes(
+        ns
+    )
+
+
+MAX_CONFIG_MAP_SIZE = 1024 * 1024
+
+
+def _validate_config_map(cm: Obj) -> list[Cause]:
+    return validate_object_meta(cm.get("metadata"), True, name_is_dns_subdomain) + _config_map_data_causes(cm)
+
+
+def _config_map_data_causes(cm: Obj) -> list[Cause]:
+    causes: list[Cause] = []
+    data, binary = _dict(cm.get("data")), _dict(cm.get("binaryData"))
+    total = 0
+    for key in sorted(data):
+        causes.extend(invalid(_key("data", key), key, m) for m in is_config_map_key(key))
+        if key in binary:
+            causes.append(invalid(_key("data", key), key, "duplicate of key present in binaryData"))
+        total += len(_str(data[key]))
+    for key in sorted(binary):
+        causes.extend(invalid(_key("binaryData", key), key, m) for m in is_config_map_key(key))
+        total += len(_str(binary[key])) * 3 // 4  # stored base64; upstream counts decoded bytes
+    if total > MAX_CONFIG_MAP_SIZE:
+        causes.append(too_long("", MAX_CONFIG_MAP_SIZE))
+    return causes
+
+
+def _validate_config_map_update(new: Obj, old: Obj) -> list[Cause]:
+    causes = validate_object_meta_update(new.get("metadata"), old.get("metadata"))
+    if old.get("immutable") is True:
+        if new.get("immutable") is not True:
+            causes.append(forbidden("immutable", "field is immutable when `immutable` is set"))
+        if _dict(new.get("data")) != _dict(old.get("data")):
+            causes.append(forbidden("data", "field is immutable when `immutable` is set"))
+        if _dict(new.get("binaryData")) != _dict(old.get("binaryData")):
+            causes.append(forbidden("binaryData", "field is immutable when `immutable` is set"))
+    causes.extend(_config_map_data_causes(new))
+    return causes
+
+
+def _validate_lease(lease: Obj) -> list[Cause]:
+    return validate_object_meta(lease.get("metadata"), True, name_is_dns_subdomain) + _lease_spec_causes(
+        lease
+    )
+
+
+def _lease_spec_causes(lease: Obj) -> list[Cause]:
+    causes: list[Cause] = []
+    spec = _dict(lease.get("spec"))
+    duration = spec.get("leaseDurationSeconds")
+    if isinstance(duration, int) and duration <= 0:
+        causes.append(invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
+    transitions = spec.get("leaseTransitions")
+    if isinstance(transitions, int) and transitions < 0:
+        causes.append(invalid("spec.leaseTransitions", transitions, IS_NEGATIVE))
+    if _str(spec.get("preferredHolder")) and not _str(spec.get("strategy")):
+        causes.append(forbidden("spec.preferredHolder", "may only be specified if `strategy` is defined"))
+    return causes
+
+
+_NOTE_LIMIT, _SHORT_LIMIT = 1024, 128
+
+
+_CORE_ONLY_EVENT_FIELDS = ("involvedObject", "message", "source", "firstTimestamp", "lastTimestamp", "count",
+                           "reportingComponent")  # fmt: skip
+
+
+def _in_events_v1_shape(rtype: ResourceType, event: Obj) -> bool:
+    """Whether the object is spelled the events.k8s.io/v1 way. Its apiVersion says so when present; the API it
+    came through decides otherwise (a server may hand over the stored core/v1 form on update)."""
+    api_version = event.get("apiVersion")
+    if api_version == "events.k8s.io/v1":
+        return True
+    if api_version == "v1" or any(k in event for k in _CORE_ONLY_EVENT_FIELDS):
+        return False
+    return rtype.group == "events.k8s.io"
+
+
+def _event_fields(rtype: ResourceType, event: Obj) -> dict[str, Any]:
+    """The event in core/v1 terms, whichever shape it is in (events.k8s.io/v1 renames several fields)."""
+    if not _in_events_v1_shape(rtype, event):
+        return {
+            "involvedObject": _dict(event.get("involvedObject")),
+            "message": _str(event.get("message")),
+            "source": _dict(event.get("source")),
+            "firstTimestamp": event.get("firstTimestamp"),
+            "lastTimestamp": event.get("lastTimestamp"),
+            "count": event.get("count") or 0,
+            **{
+                k: event.get(k)
+                for k in (
+                    "eventTime",
+                    "reportingComponent",
+                    "reportingInstance",
+                    "action",
+                    "reason",
+                    "type",
+                    "series",
+                    "related",
+                )
+            },
+        }
+    return {
+        "involvedObject": _dict(event.get("regarding")),
+        "message": _str(event.get("note")),
+        "source": _dict(event.get("deprecatedSource")),
+        "firstTimestamp": event.get("deprecatedFirstTimestamp"),
+        "lastTimestamp": event.get("deprecatedLastTimestamp"),
+        "count": event.get("deprecatedCount") or 0,
+        "reportingComponent": event.get("reportingController"),
+        **{
+            k: event.get(k)
+            for k in ("eventTime", "reportingInstance", "action", "reason", "type", "series", "related")
+        },
+    }
+
+
+def _legacy_event_checks(e: dict[str, Any], namespace: str) -> list[Cause]:
+    # Field paths are the internal type's names (message, involvedObject), as upstream reports them for both APIs.
+    causes: list[Cause] = []
+    involved_ns = _str(e["involvedObject"].get("namespace"))
+    if not e.get("eventTime"):
+        if involved_ns:
+            if namespace != involved_ns:
+                causes.append(
+                    invalid("involvedObject.namespace", involved_ns, "does not match event.namespace")
+                )
+        elif namespace not in ("", "default"):
+            causes.append(invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
+    else:
+        if not involved_ns and namespace not in ("default", "kube-system"):
+            causes.append(invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
+        controller = _str(e.get("reportingComponent"))
+        if not controller:
+            causes.append(required("reportingController"))
+        causes.extend(invalid("reportingController", controller, m) for m in is_qualified_name(controller))
+        for field in ("reportingInstance", "action", "reason"):
+            value = _str(e.get(field))
+            if not value:
+                causes.append(required(field))
+            if len(value) > _SHORT_LIMIT:
+                causes.append(invalid(field, "", f"can have at most {_SHORT_LIMIT} characters"))
+        if len(e["message"]) > _NOTE_LIMIT:
+            causes.append(invalid("message", "", f"can have at most {_NOTE_LIMIT} characters"))
+    causes.extend(invalid("namespace", namespace, m) for m in is_dns1123_subdomain(namespace))
+    return causes
+
+
+def _validate_event(rtype: ResourceType, event: Obj) -> list[Cause]:
+    e = _event_fields(rtype, event)
+    meta = _dict(event.get("metadata"))
+    causes = _legacy_event_checks(e, _str(meta.get("namespace")))
+    if rtype.group != "events.k8s.io":
+        return causes  # core/v1 keeps its lax rules for old clients
+    causes.extend(validate_object_meta(meta, True, name_is_dns_subdomain))
+    series = e.get("series")
+    if isinstance(series, dict):
+        if not isinstance(series.get("count"), int) or series["count"] < 2:
+            causes.append(invalid("series.count", "", "should be at least 2"))
+        if not series.get("lastObservedTime"):
+            causes.append(required("series.lastObservedTime"))
+    if not e.get("eventTime"):
+        causes.append(required("eventTime"))
+    if e.get("type") not in ("Normal", "Warning"):
+        causes.append(invalid("type", "", f"has invalid value: {_str(e.get('type'))}"))
+    if e.get("firstTimestamp"):
+        causes.append(invalid("firstTimestamp", "", "needs to be unset"))
+    if e.get("lastTimestamp"):
+        causes.append(invalid("lastTimestamp", "", "needs to be unset"))
+    if e.get("count"):
+        causes.append(invalid("count", "", "needs to be unset"))
+    if _str(e["source"].get("component")) or _str(e["source"].get("host")):
+        causes.append(invalid("source", "", "needs to be unset"))
+    return causes
+
+
+_EVENT_IMMUTABLE = (
+    "involvedObject",
+    "reason",
+    "message",
+    "source",
+    "firstTimestamp",
+    "lastTimestamp",
+    "count",
+    "type",
+    "eventTime",
+    "action",
+    "related",
+    "reportingComponent",
+    "reportingInstance",
+)
+
+
+def _validate_event_update(rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
+    e = _event_fields(rtype, new)
+    causes = _legacy_event_checks(e, _str(_dict(new.get("metadata")).get("namespace")))
+    if rtype.group != "events.k8s.io":
+        return causes
+    causes.extend(validate_object_meta_update(new.get("metadata"), old.get("metadata")))
+    o = _event_fields(rtype, old)
+    if e.get("series") != o.get("series") and isinstance(e.get("series"), dict):
+        series = e["series"]
+        if not isinstance(series.get("count"), int) or series["count"] < 2:
+            causes.append(invalid("series.count", "", "should be at least 2"))
+        if not series.get("lastObservedTime"):
+            causes.append(required("series.lastObservedTime"))
+    for field in _EVENT_IMMUTABLE:
+        if _normalised(e.get(field)) != _normalised(o.get(field)):
+            shown = "reportingController" if field == "reportingComponent" else field
+            causes.append(invalid(shown, e.get(field), FIELD_IMMUTABLE))
+    return causes
+
+
+def _crd_name_fn(crd: Obj) -> NameFn:
+    spec = _dict(crd.get("spec"))
+    wanted = f"{_str(_dict(spec.get('names')).get('plural'))}.{_str(spec.get('group'))}"
+
+    def check(name: str, prefix: bool) -> list[str]:
+        errs = name_is_dns_subdomain(name, prefix)
+        if name != wanted:
+            errs.append('must be spec.names.plural+"."+spec.group')
+        return errs
+
+    return check
+
+
+def _validate_crd_names(names: dict[str, Any], path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    for field in ("plural", "singular", "kind", "listKind"):
+        if not _str(names.get(field)):
+            # singular and listKind are defaulted by the server before validation
+            if field in ("plural", "kind"):
+                causes.append(required(f"{path}.{field}"))
+    for field in ("plural", "singular"):
+        value = _str(names.get(field))
+        if value:
+            errs = is_dns1035_label(value)
+            if errs:
+                causes.append(invalid(f"{path}.{field}", value, ",".join(errs)))
+    for field in ("kind", "listKind"):
+        value = _str(names.get(field))
+        if value:
+            errs = is_dns1035_label(value.lower())
+            if errs:
+                causes.append(
+                    invalid(
+                        f"{path}.{field}",
+                        value,
+                        "may have mixed case, but should otherwise match: " + ",".join(errs),
+                    )
+                )
+    for i, short in enumerate(_list(names.get("shortNames"))):
+        errs = is_dns1035_label(_str(short))
+        if errs:
+            causes.append(invalid(f"{path}.shortNames[{i}]", short, ",".join(errs)))
+    if _str(names.get("kind")) and names.get("kind") == names.get("listKind"):
+        causes.append(
+            invalid(f"{path}.listKind", names.get("listKind"), "kind and listKind may not be the same")
+        )
+    for i, category in enumerate(_list(names.get("categories"))):
+        errs = is_dns1035_label(_str(category))
+        if errs:
+            causes.append(invalid(f"{path}.categories[{i}]", category, ",".join(errs)))
+    return causes
+
+
+def _validate_crd_spec(spec: dict[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    group = _str(spec.get("group"))
+    if not group:
+        causes.append(required("spec.group"))
+    else:
+        errs = is_dns1123_subdomain(group)
+        if errs:
+            causes.append(invalid("spec.group", group, ",".join(errs)))
+        elif len(group.split(".")) < 2:
+            causes.append(invalid("spec.group", group, "should be a domain with at least one dot"))
+    scope = _str(spec.get("scope"))
+    if not scope:
+        causes.append(required("spec.scope"))
+    elif scope not in ("Cluster", "Namespaced"):
+        causes.append(not_supported("spec.scope", scope, ("Cluster", "Namespaced")))
+    versions = [_dict(v) for v in _list(spec.get("versions"))]
+    preserve_unknown = spec.get("preserveUnknownFields") is True
+    for i, version in enumerate(versions):
+        schema = _dict(version.get("schema")).get("openAPIV3Schema")
+        if not preserve_unknown and not isinstance(schema, dict):
+            causes.append(required(f"spec.versions[{i}].schema.openAPIV3Schema", "schemas are required"))
+    storage, seen, unique = 0, set(), True
+    for i, version in enumerate(versions):
+        storage += version.get("storage") is True
+        name = _str(version.get("name"))
+        if name in seen:
+            unique = False
+        seen.add(name)
+        errs = is_dns1035_label(name)
+        if errs:
+            causes.append(invalid(f"spec.versions[{i}].name", name, ",".join(errs)))
+    if not versions:
+        causes.append(required("spec.versions", "must have at least one version"))
+    if not unique:
+        causes.append(invalid("spec.versions", spec.get("versions"), "must contain unique version names"))
+    if versions and storage != 1:
+        causes.append(
+            invalid(
+                "spec.versions",
+                spec.get("versions"),
+                "must have exactly one version marked as storage version",
+            )
+        )
+    causes.extend(_validate_crd_names(_dict(spec.get("names")), "spec.names"))
+    return causes
+
+
+def _validate_crd(crd: Obj) -> list[Cause]:
+    causes = validate_object_meta(crd.get("metadata"), False, _crd_name_fn(crd))
+    causes.extend(_validate_crd_spec(_dict(crd.get("spec"))))
+    return causes
+
+
+def _validate_crd_update(new: Obj, old: Obj) -> list[Cause]:
+    causes = validate_object_meta_update(new.get("metadata"), old.get("metadata"))
+    new_spec, old_spec = _dict(new.get("spec")), _dict(old.get("spec"))
+    causes.extend(_validate_crd_spec(new_spec))
+    for field in ("scope", "group"):
+        if new_spec.get(field) != old_spec.get(field):
+            causes.append(invalid(f"spec.{field}", new_spec.get(field), FIELD_IMMUTABLE))
+    return causes
+
+
+# Names upstream checks as RFC 1123 labels; every other kind uses RFC 1123 subdomains. Services are labels since
+# 1.36 (RelaxedServiceNameValidation, beta and on by default).
+_LABEL_NAMED = {("", "namespaces"), ("", "services")}
+
+
+def _name_fn(rtype: ResourceType) -> NameFn:
+    return name_is_dns_label if (rtype.group, rtype.plural) in _LABEL_NAMED else name_is_dns_subdomain
+
+
+def _generic(rtype: ResourceType, obj: Obj) -> list[Cause]:
+    return validate_object_meta(obj.get("metadata"), rtype.namespaced, _name_fn(rtype))
+
+
+def _kind_of(rtype: ResourceType) -> tuple[str, str]:
+    return rtype.group, rtype.kind
+
+
+def validate_create(rtype: ResourceType, obj: Obj) -> list[Cause]:
+    """Causes for refusing ``obj`` as a new object of ``rtype`` (empty when it is valid).
+
+    Pass the object as it arrived through ``rtype``'s API (an events.k8s.io/v1 Event before conversion), after
+    defaulting and after the namespace from the URL has been set.
+    """
+    key = _kind_of(rtype)
+    if key == ("", "Pod"):
+        causes = _validate_pod(obj)
+    elif key == ("", "Node"):
+        causes = _validate_node(obj)
+    elif key == ("", "Namespace"):
+        causes = _validate_namespace(obj)
+    elif key == ("", "ConfigMap"):
+        causes = _validate_config_map(obj)
+    elif key == ("coordination.k8s.io", "Lease"):
+        causes = _validate_lease(obj)
+    elif rtype.kind == "Event" and rtype.group in ("", "events.k8s.io"):
+        causes = _validate_event(rtype, obj)
+    elif key == ("apiextensions.k8s.io", "CustomResourceDefinition"):
+        causes = _validate_crd(obj)
+    else:
+        causes = _generic(rtype, obj)
+    if not causes:
+        # Upstream's last, kind-independent pass (rest.BeforeCreate): common metadata rules with the name only
+        # required to fit in a URL path segment. It matters for kinds with lax rules of their own (core/v1 Event).
+        causes = validate_object_meta(obj.get("metadata"), rtype.namespaced, validate_path_segment_name)
+    return causes
+
+
+def validate_update(rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
+    """Causes for refusing to replace ``old`` by ``new`` (empty when the update is allowed)."""
+    key = _kind_of(rtype)
+    if key == ("", "Pod"):
+        return _validate_pod_update(new, old)
+    if rtype.kind == "Event" and rtype.group in ("", "events.k8s.io"):
+        return _validate_event_update(rtype, new, old)
+    if key == ("", "ConfigMap"):
+        return _validate_config_map_update(new, old)
+    if key == ("apiextensions.k8s.io", "CustomResourceDefinition"):
+        return _validate_crd_update(new, old)
+    causes = validate_object_meta_update(new.get("metadata"), old.get("metadata"))
+    if key == ("", "Node"):
+        causes.extend(_validate_node_taints(_dict(new.get("spec")).get("taints")))
+    elif key == ("coordination.k8s.io", "Lease"):
+        causes.extend(_lease_spec_causes(new))
+    elif key == ("", "Namespace"):
+        causes.extend(_namespace_finalizer_causes(new))
+    return causes
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Decoding errors (400 BadRequest, raised before validation)
+# ------------------------------------------------------------------------------------------------------------
+
+_GO_JSON_TYPES = {str: "string", bool: "bool", int: "number", float: "number", list: "array", dict: "object"}
+
+
+def _json_type(value: Any) -> str:
+    for py, name in _GO_JSON_TYPES.items():
+        if type(value) is py:
+            return name
+    return "null"
+
+
+def _quantity_maps(rtype: ResourceType, obj: Obj) -> Iterable[Mapping[str, Any]]:
+    key = _kind_of(rtype)
+    if key == ("", "Pod"):
+        spec = _dict(obj.get("spec"))
+        for field in ("containers", "initContainers"):
+            for container in _list(spec.get(field)):
+                resources = _dict(_dict(container).get("resources"))
+                yield _dict(resources.get("limits"))
+                yield _dict(resources.get("requests"))
+        yield _dict(spec.get("overhead"))
+    elif key == ("", "Node"):
+        status = _dict(obj.get("status"))
+        yield _dict(status.get("capacity"))
+        yield _dict(status.get("allocatable"))
+
+
+def decode_error(rtype: ResourceType, obj: Obj) -> str | None:
+    """The 400 message upstream gives when the body cannot be decoded into the kind's Go type, else None.
+
+    Covers resource quantities in Pods and Nodes, and the typed fields of a Lease spec.
+    """
+    prefix = f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
+    for quantities in _quantity_maps(rtype, obj):
+        for value in quantities.values():
+            try:
+                _parse_quantity_str(_quantity_text(value))
+            except QuantityError as err:
+                return prefix + str(err)
+    if _kind_of(rtype) == ("coordination.k8s.io", "Lease"):
+        spec = obj.get("spec")
+        if spec is not None and not isinstance(spec, dict):
+            return (
+                prefix
+                + f"json: cannot unmarshal {_json_type(spec)} into Go struct field Lease.spec of type v1.LeaseSpec"
+            )
+        spec = _dict(spec)
+        typed = {
+            "holderIdentity": (str, "string"),
+            "leaseDurationSeconds": (int, "int32"),
+            "acquireTime": (str, "v1.MicroTime"),
+            "renewTime": (str, "v1.MicroTime"),
+            "leaseTransitions": (int, "int32"),
+            "strategy": (str, "v1.CoordinatedLeaseStrategy"),
+            "preferredHolder": (str, "string"),
+        }
+        for field, (py, go) in typed.items():
+            value = spec.get(field)
+            if value is None:
+                continue
+            if type(value) is not py:
+                return (
+                    prefix
+                    + f"json: cannot unmarshal {_json_type(value)} into Go struct field LeaseSpec.spec.{field} of type {go}"
+                )
+    meta = _dict(obj.get("metadata"))
+    for field in ("labels", "annotations"):
+        for value in _dict(meta.get(field)).values():
+            if not isinstance(value, str):
+                return (
+                    prefix
+                    + f"json: cannot unmarshal {_json_type(value)} into Go struct field ObjectMeta.metadata.{field} of type string"
+                )
+    return None

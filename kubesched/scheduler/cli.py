@@ -1,0 +1,251 @@
+"""``kubesched scheduler``: kube-scheduler's command line, flags and process lifecycle.
+
+Flags mirror kube-scheduler's (``--config``, ``--kubeconfig``, ``--master``, ``--leader-elect*``, ``--secure-port``,
+``--bind-address``, ``--tls-cert-file``/``--tls-private-key-file``, ``-v``); leader-election flags override the
+configuration file as upstream. A configuration error is reported with the field it concerns and the process exits
+with status 1 before it contacts the cluster. Losing the lease ends the process (exit 1), as kube-scheduler does,
+so a supervisor restarts it as a candidate and no scheduling happens without the lease.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import signal
+import socket
+import sys
+import uuid
+from typing import Any
+
+log = logging.getLogger("kubesched.scheduler")
+
+EXIT_LEADERSHIP_LOST = 1
+
+
+def _go_bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "1", "t", "yes"):
+        return True
+    if v in ("false", "0", "f", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {value!r}")
+
+
+def _duration(value: str) -> float:
+    from kubesched.scheduler.config import parse_duration
+
+    try:
+        return parse_duration(value)
+    except Exception as e:
+        raise argparse.ArgumentTypeError(f"invalid duration {value!r}: {e}") from None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="path to a KubeSchedulerConfiguration file (v1, v1beta3 or v1beta2)")
+    p.add_argument("--kubeconfig", help="kubeconfig file (without --config, or when the config file names none)")
+    p.add_argument("--master", help="address of the API server (overrides the kubeconfig's server)")
+    p.add_argument("--leader-elect", type=_go_bool, nargs="?", const=True, default=None,
+                   help="campaign for the leader Lease before scheduling (default from the config: true)")
+    p.add_argument("--leader-elect-lease-duration", type=_duration, default=None)
+    p.add_argument("--leader-elect-renew-deadline", type=_duration, default=None)
+    p.add_argument("--leader-elect-retry-period", type=_duration, default=None)
+    p.add_argument("--leader-elect-resource-lock", default=None, help="only 'leases' is supported")
+    p.add_argument("--leader-elect-resource-name", default=None)
+    p.add_argument("--leader-elect-resource-namespace", default=None)
+    p.add_argument("--secure-port", type=int, default=10259, help="HTTPS port for /healthz and /metrics (0 = off)")
+    p.add_argument("--bind-address", default="0.0.0.0", help="address of the secure port (default 0.0.0.0)")
+    p.add_argument("--tls-cert-file", default=None)
+    p.add_argument("--tls-private-key-file", default=None)
+    p.add_argument("--kube-api-qps", type=float, default=None, help="deprecated: use clientConnection.qps")
+    p.add_argument("--kube-api-burst", type=int, default=None, help="deprecated: use clientConnection.burst")
+    p.add_argument("--seed", type=int, default=None, help="seed the tie-breaking among equally scored nodes")
+    p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity (klog levels)")
+
+
+def _setup_logging(verbosity: int) -> None:
+    level = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 1 else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname).1s %(name)s] %(message)s")
+    if verbosity < 2:
+        logging.getLogger("kubesched.scheduler").setLevel(logging.WARNING if verbosity == 0 else logging.INFO)
+
+
+def load_effective_config(args: argparse.Namespace) -> Any:
+    """The configuration file (or defaults) with the command-line overrides upstream applies."""
+    from kubesched.scheduler.config import default_config, load_config
+    registry = None  # in-tree plugins are built in; out-of-tree ones (Dynamic) register here
+    config = load_config(args.config, plugin_registry=registry) if args.config else default_config(
+        plugin_registry=registry
+    )
+    le = config.leader_election
+    overrides: dict[str, Any] = {}
+    if args.leader_elect is not None:
+        overrides["leader_elect"] = args.leader_elect
+    for flag, field in (
+        ("leader_elect_lease_duration", "lease_duration"),
+        ("leader_elect_renew_deadline", "renew_deadline"),
+        ("leader_elect_retry_period", "retry_period"),
+        ("leader_elect_resource_lock", "resource_lock"),
+        ("leader_elect_resource_name", "resource_name"),
+        ("leader_elect_resource_namespace", "resource_namespace"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides[field] = value
+    if overrides:
+        le = dataclasses.replace(le, **overrides) if dataclasses.is_dataclass(le) else le.model_copy(update=overrides)
+        config = (
+            dataclasses.replace(config, leader_election=le)
+            if dataclasses.is_dataclass(config)
+            else config.model_copy(update={"leader_election": le})
+        )
+    le = config.leader_election
+    if le.leader_elect:
+        if le.resource_lock not in ("leases", "endpointsleases", "configmapsleases"):
+            raise ValueError(f'leaderElection.resourceLock: Unsupported value: "{le.resource_lock}": supported values: "leases"')
+        if not (le.lease_duration > le.renew_deadline > 1.2 * le.retry_period > 0):
+            raise ValueError(
+                "leaderElection: leaseDuration must be greater than renewDeadline, and renewDeadline greater than "
+                f"1.2 x retryPeriod (got {le.lease_duration}s, {le.renew_deadline}s, {le.retry_period}s)"
+            )
+    return config
+
+
+def run(args: argparse.Namespace) -> int:
+    _setup_logging(args.verbosity)
+    try:
+        config = load_effective_config(args)
+    except Exception as e:  # ConfigError and friends: say what is wrong, no stack trace
+        print(f"kubesched scheduler: invalid configuration: {e}", file=sys.stderr)
+        return 1
+    for w in getattr(config, "warnings", ()):
+        log.warning("%s", w)
+    from kubesched.client.config import ConfigError, load_config
+
+    kubeconfig = args.kubeconfig or config.client_connection.kubeconfig or None
+    try:
+        client_config = load_config(kubeconfig, args.master)
+    except ConfigError as e:
+        print(f"kubesched scheduler: {e}", file=sys.stderr)
+        return 1
+    qps = args.kube_api_qps if args.kube_api_qps is not None else config.client_connection.qps
+    burst = args.kube_api_burst if args.kube_api_burst is not None else config.client_connection.burst
+    client_config = dataclasses.replace(client_config, qps=float(qps), burst=int(burst))
+    try:
+        return asyncio.run(_main(args, config, client_config))
+    except KeyboardInterrupt:
+        return 0
+    except OSError as e:
+        print(f"kubesched scheduler: {e}", file=sys.stderr)
+        return 1
+
+
+async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> int:
+    from kubesched.client.leaderelection import LeaderElector
+    from kubesched.client.rest import ApiClient
+    from kubesched.scheduler.metrics import SchedulerMetrics
+    from kubesched.scheduler.scheduler import Scheduler
+    from kubesched.scheduler.server import LeaderHealthzAdaptor, SecureServer
+
+    identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+    client = ApiClient(client_config)
+    metrics = SchedulerMetrics()
+    try:
+        sched = Scheduler(config, client, metrics=metrics, seed=args.seed, identity=identity)
+    except (KeyError, ValueError) as e:
+        await client.close()
+        print(f"kubesched scheduler: cannot build the scheduling profiles: {e}", file=sys.stderr)
+        return 1
+    server = None
+    if args.secure_port:
+        server = SecureServer(
+            bind_address=args.bind_address,
+            port=args.secure_port,
+            cert_file=args.tls_cert_file,
+            key_file=args.tls_private_key_file,
+            metrics=metrics,
+            configz=lambda: _configz(config),
+        )
+        await server.start()
+        log.info("serving securely on %s:%s", args.bind_address, server.port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    exit_code = 0
+    try:
+        sched.start_informers()
+        synced = asyncio.create_task(sched.wait_for_cache_sync())
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait({synced, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            synced.cancel()
+            return 0
+        if server is not None:
+            server.mark_handlers_synced()
+        le = config.leader_election
+        if not le.leader_elect:
+            run_task = asyncio.create_task(sched.run())
+            await asyncio.wait({run_task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            return 0
+        lost = asyncio.Event()
+        elector = LeaderElector(
+            client,
+            namespace=le.resource_namespace,
+            name=le.resource_name,
+            identity=identity,
+            lease_duration=le.lease_duration,
+            renew_deadline=le.renew_deadline,
+            retry_period=le.retry_period,
+            release_on_cancel=True,
+            on_started_leading=lambda: _lead(sched, elector, metrics, le.resource_name),
+            on_stopped_leading=lambda: lost.set(),
+            on_new_leader=lambda who: log.info("new leader elected: %s", who),
+        )
+        if server is not None:
+            adaptor = LeaderHealthzAdaptor(20.0)
+            adaptor.attach(
+                is_leader=lambda: elector.is_leader,
+                observed_time=lambda: elector._observed_time,
+                lease_duration=le.lease_duration,
+                lease_name=le.resource_name,
+            )
+            server.add_check(adaptor.name, adaptor)
+        elect_task = asyncio.create_task(elector.run())
+        done, _ = await asyncio.wait({elect_task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if stopper in done:
+            elect_task.cancel()
+            await asyncio.gather(elect_task, return_exceptions=True)
+            return 0
+        # run() returned: leadership was lost. Upstream exits so that nothing schedules without the lease.
+        metrics.set_leader(le.resource_name, False)
+        print("kubesched scheduler: leaderelection lost", file=sys.stderr)
+        exit_code = EXIT_LEADERSHIP_LOST
+        return exit_code
+    finally:
+        await sched.stop()
+        if server is not None:
+            await server.stop()
+        await client.close()
+
+
+async def _lead(sched: Any, elector: Any, metrics: Any, lease_name: str) -> None:
+    metrics.set_leader(lease_name, True)
+    log.info("became leader; scheduling")
+    await sched.run(elector.leading)
+
+
+def _configz(config: Any) -> dict[str, Any]:
+    try:
+        if hasattr(config, "model_dump"):
+            return config.model_dump(mode="json")
+        return {"apiVersion": getattr(config, "api_version", ""), "profiles": [p.scheduler_name for p in config.profiles]}
+    except Exception:
+        return {}
+
+
+if __name__ == "__main__":  # pragma: no cover
+    parser = argparse.ArgumentParser(prog="kubesched scheduler")
+    add_arguments(parser)
+    sys.exit(run(parser.parse_args()))

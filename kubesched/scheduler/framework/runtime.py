@@ -1,0 +1,931 @@
+"""``Framework``: one scheduling profile's plugins, run point by point (upstream ``framework/runtime`` plus the
+node-finding half of ``schedule_one.go``).
+
+A cycle (``schedule``) runs PreFilter, then Filter over the candidate nodes in chunks, each plugin answering
+for a whole chunk at once, stopping once ``num_feasible_nodes_to_find`` nodes passed (counted in evaluation
+order, as a sequential upstream would); then PreScore/Score/NormalizeScore on the feasible nodes, weights
+applied, and the best node picked with random tie-breaking. Failure explanations (``NodeToStatus``) are built
+only when the pod does not fit, or when scores are recorded for ``kubesched simulate``.
+
+Two conventions keep the per-cycle cost down: a ``Filtered`` with no ``reasons`` (``Filtered.all_pass``)
+rejects nothing and its bits are not inspected; a Score plugin whose results are always within 0..100 may set
+``scores_in_range = True`` to skip the range check upstream does after NormalizeScore.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kubesched.scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    BindPlugin,
+    ClusterEvent,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeToStatus,
+    PermitPlugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    Status,
+)
+from kubesched.scheduler.framework.registry import Handle, Registry
+
+if TYPE_CHECKING:
+    from kubesched.scheduler.cache import NodeTable
+    from kubesched.scheduler.podinfo import PodInfo, QueuedPodInfo
+
+log = logging.getLogger(__name__)
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+MAX_PERMIT_TIMEOUT = 15 * 60.0
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+_POINT_PROTOCOLS: dict[str, type] = {
+    "PreEnqueue": PreEnqueuePlugin,
+    "QueueSort": QueueSortPlugin,
+    "PreFilter": PreFilterPlugin,
+    "Filter": FilterPlugin,
+    "PostFilter": PostFilterPlugin,
+    "PreScore": PreScorePlugin,
+    "Score": ScorePlugin,
+    "Reserve": ReservePlugin,
+    "Permit": PermitPlugin,
+    "PreBind": PreBindPlugin,
+    "Bind": BindPlugin,
+    "PostBind": PostBindPlugin,
+}
+_POINT_BY_KEY = {p.lower(): p for p in _POINT_PROTOCOLS}
+
+
+def _point_name(key: str) -> str:
+    point = _POINT_BY_KEY.get(key.replace("_", "").lower())
+    if point is None:
+        raise ValueError(f"unknown extension point {key!r}")
+    return point
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """How many feasible nodes a cycle looks for before it stops filtering (upstream's adaptive rule).
+
+    Below 100 nodes: all of them. Percentage 0/None is adaptive: ``50 - N/125`` percent, at least 5 percent;
+    and never fewer than 100 nodes.
+    """
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    pct = percentage or 0
+    if pct == 0:
+        pct = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    num = num_all_nodes * pct // 100
+    return max(num, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def fit_error_message(num_all_nodes: int, diagnosis: NodeToStatus, preemption_message: str = "") -> str:
+    """The FailedScheduling message: ``0/N nodes are available: <count> <reason>, ....`` (upstream FitError).
+
+    Reasons are counted over nodes, rendered as ``"<count> <reason>"`` and sorted as strings. When PreFilter
+    rejected the pod its message replaces the histogram. ``preemption_message`` (the PostFilter status message,
+    e.g. ``preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling``) is appended.
+    """
+    msg = f"0/{num_all_nodes} nodes are available:"
+    if diagnosis.pre_filter_message:
+        msg += f" {diagnosis.pre_filter_message}."
+    else:
+        histogram = sorted(f"{count} {reason}" for reason, count in diagnosis.counts.items())
+        if histogram:
+            msg += " " + ", ".join(histogram) + "."
+    if preemption_message:
+        msg += " " + preemption_message.rstrip(".") + "."
+    return msg
+
+
+@dataclass
+class ScheduleResult:
+    """The outcome of one scheduling cycle.
+
+    ``node``: the chosen node, None if none fits (then ``status`` says why: UNSCHEDULABLE with the
+    FailedScheduling message, or ERROR). ``evaluated``/``feasible``: nodes filtered / nodes that passed.
+    With ``record_scores``: ``scores[node][plugin]`` is the weighted (normalized x weight) score,
+    ``total_scores[node]`` their sum, and ``filtered[node]`` the reasons a node was rejected.
+    """
+
+    node: str | None
+    status: Status
+    diagnosis: NodeToStatus = field(default_factory=NodeToStatus)
+    evaluated: int = 0
+    feasible: int = 0
+    scores: dict[str, dict[str, int]] | None = None
+    filtered: dict[str, list[str]] | None = None
+    total_scores: dict[str, int] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.node is not None
+
+
+@dataclass(slots=True)
+class _Rejections:
+    """Nodes one Filter plugin rejected in one chunk: slots, positions in the chunk, reason bitmasks."""
+
+    plugin: str
+    slots: np.ndarray
+    positions: np.ndarray
+    bits: np.ndarray
+    reasons: Sequence[str]
+    unresolvable: Sequence[bool]
+
+    def before(self, cut: int) -> _Rejections | None:
+        keep = self.positions <= cut
+        if keep.all():
+            return self
+        if not keep.any():
+            return None
+        return _Rejections(
+            self.plugin,
+            self.slots[keep],
+            self.positions[keep],
+            self.bits[keep],
+            self.reasons,
+            self.unresolvable,
+        )
+
+
+class FilterError(Exception):
+    """A Filter plugin failed (not a rejection): the cycle ends with an ERROR status."""
+
+
+def _bits_status(plugin: str, bits: int, reasons: Sequence[str], unresolvable: Sequence[bool]) -> Status:
+    out: list[str] = []
+    unres = False
+    j = 0
+    while bits:
+        if bits & 1:
+            reason = reasons[j] if j < len(reasons) else f"rejected by {plugin}"
+            if reason not in out:
+                out.append(reason)
+            if j < len(unresolvable) and unresolvable[j]:
+                unres = True
+        bits >>= 1
+        j += 1
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unres else Code.UNSCHEDULABLE
+    return Status(code, out, plugin)
+
+
+def _go_list(items: Iterable[str]) -> str:
+    return "[" + " ".join(items) + "]"
+
+
+class Framework:
+    """One profile: its plugins per extension point, and the code that runs them."""
+
+    def __init__(
+        self,
+        handle: Handle,
+        *,
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+        percentage_of_nodes_to_score: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.handle = dataclasses.replace(handle, framework=self)
+        self.scheduler_name = scheduler_name
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.next_start_node_index = 0
+        self._rng = random.Random(seed)
+        self.plugins: dict[str, Any] = {}
+        self.points: dict[str, list[str]] = {p: [] for p in _POINT_PROTOCOLS}
+        self.score_weights: dict[str, int] = {}
+        self._pre_enqueue: list[Any] = []
+        self._queue_sort: Any = None
+        self._pre_filter: list[Any] = []
+        self._filter: list[Any] = []
+        self._post_filter: list[Any] = []
+        self._pre_score: list[Any] = []
+        self._score: list[tuple[Any, int, bool, bool]] = []  # plugin, weight, NormalizeScore?, check range?
+        self._reserve: list[Any] = []
+        self._permit: list[Any] = []
+        self._pre_bind: list[Any] = []
+        self._bind: list[Any] = []
+        self._post_bind: list[Any] = []
+
+    # --- construction --------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_plugins(
+        cls,
+        registry: Registry,
+        points: Mapping[str, Sequence[tuple[str, int] | str]],
+        args: Mapping[str, Any] | None,
+        handle: Handle,
+        *,
+        percentage_of_nodes_to_score: int | None = None,
+        seed: int | None = None,
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+    ) -> Framework:
+        """Build from ``{"PreFilter": [("NodeResourcesFit", 0), ...], "Score": [("NodeResourcesFit", 1)]}``.
+
+        Point keys may be spelled ``PreFilter``, ``preFilter`` or ``pre_filter``; an entry may be a bare name.
+        Each plugin is built once (shared by all its points) with ``args[name]``. A score weight of 0 means 1.
+        """
+        fw = cls(
+            handle,
+            scheduler_name=scheduler_name,
+            percentage_of_nodes_to_score=percentage_of_nodes_to_score,
+            seed=seed,
+        )
+        args = args or {}
+        for key, entries in points.items():
+            point = _point_name(key)
+            for entry in entries:
+                name, weight = (entry, 0) if isinstance(entry, str) else (entry[0], int(entry[1] or 0))
+                plugin = fw.plugins.get(name)
+                if plugin is None:
+                    plugin = registry.create(name, args.get(name), fw.handle)
+                    fw.plugins[name] = plugin
+                fw._enable(point, name, plugin, weight)
+        return fw
+
+    @classmethod
+    def from_profile(
+        cls,
+        profile: Any,
+        registry: Registry,
+        handle: Handle,
+        *,
+        percentage_of_nodes_to_score: int | None = None,
+        seed: int | None = None,
+    ) -> Framework:
+        """Build from a resolved ``kubesched.scheduler.config`` ``SchedulerProfile``.
+
+        ``percentage_of_nodes_to_score`` is the configuration-wide value, used when the profile has none.
+        """
+        plugins = profile.plugins
+        points: dict[str, list[tuple[str, int]]] = {}
+        for point in _POINT_PROTOCOLS:
+            refs = plugins[point[0].lower() + point[1:]]
+            points[point] = [(ref.name, ref.weight) for ref in refs]
+        pct = profile.percentage_of_nodes_to_score
+        return cls.from_plugins(
+            registry,
+            points,
+            dict(profile.plugin_args),
+            handle,
+            percentage_of_nodes_to_score=pct if pct is not None else percentage_of_nodes_to_score,
+            seed=seed,
+            scheduler_name=profile.scheduler_name,
+        )
+
+    def _enable(self, point: str, name: str, plugin: Any, weight: int) -> None:
+        proto = _POINT_PROTOCOLS[point]
+        if not isinstance(plugin, proto):
+            raise TypeError(f"plugin {name!r} does not extend {point} plugin")
+        if name in self.points[point]:
+            raise ValueError(f"plugin {name!r} already registered as {point!r}")
+        self.points[point].append(name)
+        if point == "PreEnqueue":
+            self._pre_enqueue.append(plugin)
+        elif point == "QueueSort":
+            if self._queue_sort is not None:
+                raise ValueError("only one QueueSort plugin can be enabled")
+            self._queue_sort = plugin
+        elif point == "PreFilter":
+            self._pre_filter.append(plugin)
+        elif point == "Filter":
+            self._filter.append(plugin)
+        elif point == "PostFilter":
+            self._post_filter.append(plugin)
+        elif point == "PreScore":
+            self._pre_score.append(plugin)
+        elif point == "Score":
+            w = weight or 1
+            self.score_weights[name] = w
+            normalize = callable(getattr(plugin, "normalize_score", None))
+            # Plugins that guarantee 0..100 (``scores_in_range = True``) skip the per-cycle range check.
+            self._score.append((plugin, w, normalize, not getattr(plugin, "scores_in_range", False)))
+        elif point == "Reserve":
+            self._reserve.append(plugin)
+        elif point == "Permit":
+            self._permit.append(plugin)
+        elif point == "PreBind":
+            self._pre_bind.append(plugin)
+        elif point == "Bind":
+            self._bind.append(plugin)
+        elif point == "PostBind":
+            self._post_bind.append(plugin)
+
+    # --- introspection -------------------------------------------------------------------------------------
+
+    @property
+    def profile_name(self) -> str:
+        return self.scheduler_name
+
+    def plugin(self, name: str) -> Any:
+        return self.plugins[name]
+
+    @property
+    def has_filter_plugins(self) -> bool:
+        return bool(self._filter)
+
+    @property
+    def has_score_plugins(self) -> bool:
+        return bool(self._score)
+
+    @property
+    def has_post_filter_plugins(self) -> bool:
+        return bool(self._post_filter)
+
+    def events_to_register(self) -> dict[str, list[ClusterEvent]]:
+        """Plugin name -> the cluster events that may make a pod it rejected schedulable."""
+        out: dict[str, list[ClusterEvent]] = {}
+        for name, plugin in self.plugins.items():
+            if isinstance(plugin, EnqueueExtensions):
+                out[name] = list(plugin.events_to_register())
+        return out
+
+    @property
+    def nodes(self) -> NodeTable:
+        return self.handle.nodes
+
+    # --- queueing points -----------------------------------------------------------------------------------
+
+    def queue_sort_key(self, qpod: QueuedPodInfo) -> tuple[Any, ...]:
+        if self._queue_sort is None:
+            return (-qpod.pod_info.priority, qpod.timestamp)
+        return self._queue_sort.sort_key(qpod)
+
+    def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        for pl in self._pre_enqueue:
+            s = pl.pre_enqueue(pod)
+            if not s.ok:
+                if not s.rejected:
+                    return Status(
+                        Code.ERROR, [f'running PreEnqueue plugin "{pl.name}": {s.message()}'], pl.name
+                    )
+                return Status(s.code, list(s.reasons), pl.name)
+        return Status.success()
+
+    # --- PreFilter / Filter --------------------------------------------------------------------------------
+
+    def run_pre_filter(
+        self, state: CycleState, pod: PodInfo
+    ) -> tuple[PreFilterResult | None, Status, set[str]]:
+        """Run PreFilter plugins: (merged node restriction or None, status, plugins that rejected/restricted).
+
+        A plugin answering SKIP has its Filter skipped this cycle; a restriction from several plugins is
+        their intersection.
+        """
+        table = self.nodes
+        table.ensure_columns()
+        names: set[str] | None = None
+        restricting: list[str] = []
+        for pl in self._pre_filter:
+            try:
+                result, s = pl.pre_filter(state, pod, table)
+            except Exception as exc:  # a plugin bug must not kill the loop
+                log.exception("PreFilter plugin %s failed", pl.name)
+                return (
+                    None,
+                    Status(Code.ERROR, [f'running PreFilter plugin "{pl.name}": {exc}'], pl.name),
+                    set(),
+                )
+            if s.is_skip:
+                state.skip_filter.add(pl.name)
+                continue
+            if not s.ok:
+                if not s.rejected:
+                    msg = f'running PreFilter plugin "{pl.name}": {s.message()}'
+                    return None, Status(Code.ERROR, [msg], pl.name), set()
+                return None, Status(s.code, list(s.reasons), pl.name), {pl.name}
+            if result is not None and result.node_names is not None:
+                restricting.append(pl.name)
+                names = set(result.node_names) if names is None else names & result.node_names
+                if not names:
+                    if len(restricting) == 1:
+                        msg = f"node(s) didn't satisfy plugin {restricting[0]}"
+                    else:
+                        msg = f"node(s) didn't satisfy plugin(s) {_go_list(restricting)} simultaneously"
+                    s = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg], pl.name)
+                    return PreFilterResult(names), s, set(restricting)
+        return PreFilterResult(names), Status.success(), set(restricting)
+
+    def run_filters(
+        self, state: CycleState, pod: PodInfo, idx: np.ndarray
+    ) -> tuple[np.ndarray, dict[int, Status]]:
+        """Run the Filter plugins on ``idx`` (slots); returns (pass mask aligned with idx, slot -> Status of
+        each rejected node, from the first plugin that rejected it). For preemption and what-if checks."""
+        idx = np.asarray(idx, dtype=np.intp)
+        alive, _, rejections = self._filter_chunk(state, pod, self.nodes, idx)
+        ok = np.isin(idx, alive) if len(alive) != len(idx) else np.ones(len(idx), dtype=bool)
+        statuses: dict[int, Status] = {}
+        for rej in rejections:
+            for status, slots in _group_statuses(rej):
+                for slot in slots.tolist():
+                    statuses[slot] = status
+        return ok, statuses
+
+    def filter_node(self, state: CycleState, pod: PodInfo, slot: int) -> Status:
+        ok, statuses = self.run_filters(state, pod, np.array([slot], dtype=np.intp))
+        return Status.success() if ok[0] else statuses[slot]
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, slot: int
+    ) -> Status:
+        for pl in self._pre_filter:
+            if pl.name in state.skip_filter or not isinstance(pl, PreFilterExtensions):
+                continue
+            s = pl.add_pod(state, pod, other, slot, self.nodes)
+            if not s.ok:
+                return Status(Code.ERROR, [f'running AddPod on PreFilter plugin "{pl.name}": {s.message()}'])
+        return Status.success()
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, slot: int
+    ) -> Status:
+        for pl in self._pre_filter:
+            if pl.name in state.skip_filter or not isinstance(pl, PreFilterExtensions):
+                continue
+            s = pl.remove_pod(state, pod, other, slot, self.nodes)
+            if not s.ok:
+                return Status(
+                    Code.ERROR, [f'running RemovePod on PreFilter plugin "{pl.name}": {s.message()}']
+                )
+        return Status.success()
+
+    def _filter_chunk(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, idx: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None, list[_Rejections]]:
+        """Filter plugins in order over ``idx``; each plugin sees only the nodes all earlier ones passed.
+
+        Returns (passing slots, their positions in ``idx`` or None when all passed, rejections)."""
+        alive = idx
+        pos: np.ndarray | None = None
+        rejections: list[_Rejections] = []
+        skip = state.skip_filter
+        for pl in self._filter:
+            if skip and pl.name in skip:
+                continue
+            if not len(alive):
+                break
+            try:
+                verdict = pl.filter(state, pod, table, alive)
+            except Exception as exc:
+                log.exception("Filter plugin %s failed", pl.name)
+                raise FilterError(f'running "{pl.name}" filter plugin: {exc}') from exc
+            if not verdict.reasons:
+                continue  # a verdict without reasons rejects nothing (Filtered.all_pass and the like)
+            bits = verdict.reason_bits
+            bad = bits != 0
+            if not bad.any():
+                continue
+            if pos is None:
+                pos = np.arange(len(idx), dtype=np.intp)
+            rejections.append(
+                _Rejections(pl.name, alive[bad], pos[bad], bits[bad], verdict.reasons, verdict.unresolvable)
+            )
+            good = ~bad
+            alive = alive[good]
+            pos = pos[good]
+        return alive, pos, rejections
+
+    def _nominated_rejections(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, alive: np.ndarray
+    ) -> list[tuple[int, Status]]:
+        """Upstream's RunFilterPluginsWithNominatedPods: a node passing on its own must also fit with the pods
+        nominated onto it that have equal or higher priority. Returns (slot, status) of nodes that do not."""
+        nominator = self.handle.nominator
+        if nominator is None:
+            return []
+        list_nodes = getattr(nominator, "nodes_with_nominated_pods", None) or nominator.nodes
+        names = list_nodes()
+        if not names:
+            return []
+        slots = [s for s in (table.index.get(n) for n in names) if s is not None]
+        if not slots:
+            return []
+        hit = alive[np.isin(alive, np.asarray(slots, dtype=np.intp))]
+        out: list[tuple[int, Status]] = []
+        for slot in hit.tolist():
+            node_name = table.names[slot] or ""
+            others = [
+                p
+                for p in nominator.nominated_pods_for_node(node_name)
+                if p.uid != pod.uid and p.priority >= pod.priority and table.pod_slot(p.uid) is None
+            ]
+            if not others:
+                continue
+            state_out = state.clone()
+            added: list[str] = []
+            try:
+                for other in others:
+                    table.add_pod(other, node_name, notify=False)
+                    added.append(other.uid)
+                    s = self.run_pre_filter_extension_add_pod(state_out, pod, other, slot)
+                    if not s.ok:
+                        raise FilterError(s.message())
+                _, _, rejections = self._filter_chunk(state_out, pod, table, np.array([slot], dtype=np.intp))
+            finally:
+                for uid in added:
+                    table.remove_pod(uid, notify=False)
+            if rejections:
+                rej = rejections[0]
+                out.append((slot, _bits_status(rej.plugin, int(rej.bits[0]), rej.reasons, rej.unresolvable)))
+        return out
+
+    def _find_feasible(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        table: NodeTable,
+        candidates: np.ndarray,
+        start: int,
+        num_to_find: int,
+    ) -> tuple[np.ndarray, list[_Rejections], list[tuple[int, Status]], int]:
+        """Filter ``candidates`` from ``start`` (wrapping around) in chunks until ``num_to_find`` nodes pass.
+        Returns (feasible slots in evaluation order, rejections, extra (slot, status) rejections, number of
+        nodes processed)."""
+        n = len(candidates)
+        found_parts: list[np.ndarray] = []
+        rejections: list[_Rejections] = []
+        extra: list[tuple[int, Status]] = []
+        found = done = 0
+        while done < n and found < num_to_find:
+            need = num_to_find - found
+            if done == 0:
+                size = need + need // 8 + 16
+            elif found == 0:
+                size = n - done
+            else:
+                size = int(need * done / found * 1.2) + 16
+            size = min(size, n - done)
+            lo = (start + done) % n
+            if lo + size <= n:
+                chunk = candidates[lo : lo + size]
+            else:
+                chunk = np.concatenate((candidates[lo:], candidates[: size - (n - lo)]))
+            alive, pos, rejs = self._filter_chunk(state, pod, table, chunk)
+            chunk_extra: list[tuple[int, Status, int]] = []
+            if self.handle.nominator is not None and len(alive):
+                for slot, status in self._nominated_rejections(state, pod, table, alive):
+                    keep = alive != slot
+                    if pos is None:
+                        pos = np.arange(len(chunk), dtype=np.intp)
+                    chunk_extra.append((slot, status, int(pos[~keep][0])))
+                    alive, pos = alive[keep], pos[keep]
+            consumed = len(chunk)
+            if len(alive) > need:
+                cut = int(pos[need - 1]) if pos is not None else need - 1
+                alive = alive[:need]
+                rejs = [r for r in (rej.before(cut) for rej in rejs) if r is not None]
+                chunk_extra = [e for e in chunk_extra if e[2] <= cut]
+                consumed = cut + 1
+            extra.extend((slot, status) for slot, status, _ in chunk_extra)
+            found_parts.append(alive)
+            rejections.extend(rejs)
+            found += len(alive)
+            done += consumed
+        if len(found_parts) == 1:
+            feasible = found_parts[0]
+        else:
+            feasible = np.concatenate(found_parts) if found_parts else candidates[:0]
+        return feasible, rejections, extra, done
+
+    # --- the cycle -----------------------------------------------------------------------------------------
+
+    def schedule(self, state: CycleState, pod: PodInfo, *, record_scores: bool = False) -> ScheduleResult:
+        """One scheduling cycle for ``pod`` against the live cache: PreFilter, Filter, PreScore, Score, pick."""
+        table = self.nodes
+        table.ensure_columns()
+        num_all = table.num_nodes
+        if num_all == 0:
+            return ScheduleResult(None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [NO_NODES_AVAILABLE]))
+
+        pre_result, s, pre_plugins = self.run_pre_filter(state, pod)
+        if not s.ok:
+            if s.code == Code.ERROR:
+                return ScheduleResult(None, s)
+            diagnosis = NodeToStatus(pre_filter_message=s.message(), plugins=set(pre_plugins))
+            _mark_all(diagnosis, table, table.slots(), s)
+            return self._failure(num_all, diagnosis, record_scores)
+
+        try:
+            # A pod nominated by an earlier preemption tries its nominated node first (evaluateNominatedNode).
+            nominated_rejections: list[tuple[int, Status]] = []
+            if pod.nominated_node_name:
+                slot = table.index.get(pod.nominated_node_name)
+                if slot is not None:
+                    one = np.array([slot], dtype=np.intp)
+                    alive, _, rejs = self._filter_chunk(state, pod, table, one)
+                    if len(alive) and self.handle.nominator is not None:
+                        nominated_rejections = self._nominated_rejections(state, pod, table, alive)
+                    if len(alive) and not nominated_rejections:
+                        return ScheduleResult(pod.nominated_node_name, Status(), evaluated=1, feasible=1)
+                    for rej in rejs:
+                        nominated_rejections.extend(
+                            (int(sl), st) for st, sls in _group_statuses(rej) for sl in sls.tolist()
+                        )
+
+            all_slots = table.slots()
+            absent: np.ndarray | None = None
+            if pre_result is None or pre_result.node_names is None:
+                candidates = all_slots
+            else:
+                chosen = sorted(
+                    s for s in (table.index.get(n) for n in pre_result.node_names) if s is not None
+                )
+                candidates = np.asarray(chosen, dtype=np.intp)
+                absent = np.setdiff1d(all_slots, candidates, assume_unique=True)
+            n = len(candidates)
+            num_to_find = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, n)
+            if not self._score:
+                num_to_find = min(num_to_find, 1)
+            start = self.next_start_node_index % n if n else 0
+            feasible, rejections, extra, _ = self._find_feasible(
+                state, pod, table, candidates, start, num_to_find
+            )
+        except FilterError as exc:
+            return ScheduleResult(None, Status(Code.ERROR, [str(exc)]))
+
+        rejected = sum(len(r.slots) for r in rejections) + len(extra)
+        if nominated_rejections:
+            seen = set(feasible.tolist()) | {slot for slot, _ in extra}
+            for rej in rejections:
+                seen.update(rej.slots.tolist())
+            rejected += len({slot for slot, _ in nominated_rejections} - seen)
+        self.next_start_node_index = (self.next_start_node_index + len(feasible) + rejected) % num_all
+        evaluated = len(feasible) + rejected
+
+        if not len(feasible):
+            diagnosis = self._diagnosis(table, rejections, nominated_rejections, extra)
+            if absent is not None and len(absent):
+                msg = f"node(s) didn't satisfy plugin(s) {_go_list(sorted(pre_plugins))}"
+                _mark_all(diagnosis, table, absent, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg]))
+            result = self._failure(num_all, diagnosis, record_scores)
+            result.evaluated = evaluated
+            return result
+
+        result = ScheduleResult(None, Status(), evaluated=evaluated, feasible=len(feasible))
+        if record_scores:
+            diagnosis = _tally(self._diagnosis(table, rejections, nominated_rejections, extra))
+            result.diagnosis = diagnosis
+            result.filtered = {name: list(st.reasons) for name, st in diagnosis.by_node.items()}
+
+        if len(feasible) == 1:
+            # Scoring one node cannot change the answer (upstream skips PreScore/Score too).
+            result.node = table.names[int(feasible[0])]
+            if record_scores:
+                result.scores = {result.node or "": {}}
+                result.total_scores = {result.node or "": 0}
+            return result
+
+        try:
+            total, per_plugin = self._score_nodes(state, pod, table, feasible, record_scores)
+        except _ScoreError as exc:
+            return ScheduleResult(
+                None, Status(Code.ERROR, [str(exc)]), evaluated=evaluated, feasible=len(feasible)
+            )
+        best = int(total.max())
+        winners = np.flatnonzero(total == best)
+        pick = int(winners[0]) if len(winners) == 1 else int(winners[self._rng.randrange(len(winners))])
+        result.node = table.names[int(feasible[pick])]
+        if record_scores:
+            names = [table.names[s] or "" for s in feasible.tolist()]
+            result.total_scores = dict(zip(names, total.tolist(), strict=True))
+            scores: dict[str, dict[str, int]] = {name: {} for name in names}
+            for plugin, arr in per_plugin.items():
+                for name, value in zip(names, arr.tolist(), strict=True):
+                    scores[name][plugin] = value
+            result.scores = scores
+        return result
+
+    def _failure(self, num_all: int, diagnosis: NodeToStatus, record_scores: bool) -> ScheduleResult:
+        _tally(diagnosis)
+        status = Status(Code.UNSCHEDULABLE, [fit_error_message(num_all, diagnosis)])
+        result = ScheduleResult(None, status, diagnosis)
+        if record_scores:
+            result.filtered = {name: list(st.reasons) for name, st in diagnosis.by_node.items()}
+        return result
+
+    def _diagnosis(
+        self,
+        table: NodeTable,
+        rejections: list[_Rejections],
+        early: list[tuple[int, Status]],
+        late: list[tuple[int, Status]],
+    ) -> NodeToStatus:
+        """Statuses in upstream's order of writing: nominated node first, then the main pass."""
+        diagnosis = NodeToStatus()
+        names = table.names
+        for slot, status in early:
+            diagnosis.plugins.add(status.plugin)
+            _record(diagnosis, [names[slot] or ""], status)
+        for rej in rejections:
+            diagnosis.plugins.add(rej.plugin)
+            for status, slots in _group_statuses(rej):
+                _record(diagnosis, [names[s] or "" for s in slots.tolist()], status)
+        for slot, status in late:
+            diagnosis.plugins.add(status.plugin)
+            _record(diagnosis, [names[slot] or ""], status)
+        return diagnosis
+
+    def _score_nodes(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, feasible: np.ndarray, record: bool
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        for pl in self._pre_score:
+            s = pl.pre_score(state, pod, table, feasible)
+            if s.is_skip:
+                state.skip_score.add(pl.name)
+            elif not s.ok:
+                raise _ScoreError(f'running PreScore plugin "{pl.name}": {s.message()}')
+        total = np.zeros(len(feasible), dtype=np.int64)
+        per_plugin: dict[str, np.ndarray] = {}
+        skip = state.skip_score
+        for pl, weight, normalize, check in self._score:
+            if skip and pl.name in skip:
+                continue
+            scores = pl.score(state, pod, table, feasible)
+            if normalize:
+                scores = pl.normalize_score(state, pod, scores)
+            if check:
+                lo, hi = int(scores.min()), int(scores.max())
+                if lo < MIN_NODE_SCORE or hi > MAX_NODE_SCORE:
+                    bad = lo if lo < MIN_NODE_SCORE else hi
+                    raise _ScoreError(
+                        f'plugin "{pl.name}" returns an invalid score {bad}, it should in the range of '
+                        f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+                    )
+            if weight == 1:
+                total += scores
+            else:
+                total += scores * weight
+            if record:
+                per_plugin[pl.name] = np.asarray(scores, dtype=np.int64) * weight
+        return total, per_plugin
+
+    # --- PostFilter ----------------------------------------------------------------------------------------
+
+    async def run_post_filter(
+        self, state: CycleState, pod: PodInfo, diagnosis: NodeToStatus
+    ) -> tuple[str | None, Status]:
+        """PostFilter plugins (preemption). Success or an unresolvable answer stops the run; rejections are
+        collected and their reasons joined (the message that follows the FitError in FailedScheduling)."""
+        nominated: str | None = None
+        reasons: list[str] = []
+        rejector = ""
+        for pl in self._post_filter:
+            node, s = await pl.post_filter(state, pod, self.nodes, diagnosis)
+            if s.ok:
+                return node, Status(Code.SUCCESS, list(s.reasons), pl.name)
+            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return node, Status(s.code, list(s.reasons), pl.name)
+            if not s.rejected:
+                return None, Status(Code.ERROR, list(s.reasons), pl.name)
+            if node:
+                nominated = node
+            reasons.extend(s.reasons)
+            rejector = rejector or pl.name
+        return nominated, Status(Code.UNSCHEDULABLE, reasons, rejector)
+
+    # --- Reserve / Permit / binding -------------------------------------------------------------------------
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """Reserve plugins in order; on failure the caller runs ``run_unreserve``."""
+        for pl in self._reserve:
+            s = pl.reserve(state, pod, node_name)
+            if not s.ok:
+                if s.rejected:
+                    return Status(s.code, list(s.reasons), pl.name)
+                return Status(Code.ERROR, [f'running Reserve plugin "{pl.name}": {s.message()}'], pl.name)
+        return Status.success()
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        """Unreserve in reverse order; it must not fail, so errors are logged and the rest still run."""
+        for pl in reversed(self._reserve):
+            try:
+                pl.unreserve(state, pod, node_name)
+            except Exception:
+                log.exception("Unreserve of plugin %s failed for pod %s", pl.name, pod.key)
+
+    def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, dict[str, float]]:
+        """Permit plugins: (status, plugin -> wait timeout). WAIT when some plugin waits and none rejected;
+        timeouts are capped at 15 minutes as upstream."""
+        waits: dict[str, float] = {}
+        for pl in self._permit:
+            s, timeout = pl.permit(state, pod, node_name)
+            if s.ok:
+                continue
+            if s.rejected:
+                return Status(s.code, list(s.reasons), pl.name), {}
+            if s.code == Code.WAIT:
+                waits[pl.name] = min(float(timeout), MAX_PERMIT_TIMEOUT)
+                continue
+            return Status(Code.ERROR, [f'running Permit plugin "{pl.name}": {s.message()}'], pl.name), {}
+        if waits:
+            return Status(Code.WAIT, ["one or more plugins asked to wait and no plugin rejected pod"]), waits
+        return Status.success(), {}
+
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        for pl in self._pre_bind:
+            s = await pl.pre_bind(state, pod, node_name)
+            if not s.ok:
+                if s.rejected:
+                    return Status(s.code, list(s.reasons), pl.name)
+                return Status(Code.ERROR, [f'running PreBind plugin "{pl.name}": {s.message()}'], pl.name)
+        return Status.success()
+
+    async def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """The first Bind plugin that does not SKIP binds; SKIP from all (or none configured) is SKIP."""
+        status = Status.skip()
+        for pl in self._bind:
+            status = await pl.bind(state, pod, node_name)
+            if status.is_skip:
+                continue
+            if not status.ok:
+                if status.rejected:
+                    return Status(status.code, list(status.reasons), pl.name)
+                return Status(Code.ERROR, [f'running Bind plugin "{pl.name}": {status.message()}'], pl.name)
+            return Status(Code.SUCCESS, [], pl.name)
+        return status
+
+    def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        for pl in self._post_bind:
+            try:
+                pl.post_bind(state, pod, node_name)
+            except Exception:
+                log.exception("PostBind plugin %s failed for pod %s", pl.name, pod.key)
+
+
+class _ScoreError(Exception):
+    pass
+
+
+def _group_statuses(rej: _Rejections) -> list[tuple[Status, np.ndarray]]:
+    """One Status per distinct reason bitmask (usually one or two), with the slots that got it."""
+    bits = rej.bits
+    first = int(bits[0])
+    if len(bits) == 1 or not (bits != first).any():
+        return [(_bits_status(rej.plugin, first, rej.reasons, rej.unresolvable), rej.slots)]
+    uniq, inverse = np.unique(bits, return_inverse=True)
+    return [
+        (_bits_status(rej.plugin, int(u), rej.reasons, rej.unresolvable), rej.slots[inverse == i])
+        for i, u in enumerate(uniq.tolist())
+    ]
+
+
+def _record(diagnosis: NodeToStatus, names: list[str], status: Status) -> None:
+    by_node = diagnosis.by_node
+    for name in names:
+        by_node[name] = status
+
+
+def _tally(diagnosis: NodeToStatus) -> NodeToStatus:
+    """Fill ``counts`` and ``unresolvable_nodes`` from ``by_node`` (statuses are shared, so group by identity)."""
+    groups: dict[int, tuple[Status, list[str]]] = {}
+    for name, status in diagnosis.by_node.items():
+        entry = groups.get(id(status))
+        if entry is None:
+            groups[id(status)] = (status, [name])
+        else:
+            entry[1].append(name)
+    counts = diagnosis.counts
+    for status, names in groups.values():
+        for reason in status.reasons:
+            counts[reason] = counts.get(reason, 0) + len(names)
+        if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            diagnosis.unresolvable_nodes.update(names)
+    return diagnosis
+
+
+def _mark_all(diagnosis: NodeToStatus, table: NodeTable, slots: np.ndarray, status: Status) -> None:
+    names = table.names
+    _record(diagnosis, [names[s] or "" for s in slots.tolist()], status)
+
+
+__all__ = [
+    "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
+    "MIN_FEASIBLE_NODES_TO_FIND",
+    "NO_NODES_AVAILABLE",
+    "FilterError",
+    "Framework",
+    "ScheduleResult",
+    "fit_error_message",
+    "num_feasible_nodes_to_find",
+]

@@ -1,0 +1,327 @@
+"""The scheduler's Prometheus metrics, named, typed, labelled and bucketed as kube-scheduler's
+(``pkg/scheduler/metrics``), plus client-go's ``leader_election_master_status``.
+
+Every ``SchedulerMetrics`` owns its own ``CollectorRegistry``, so tests and several schedulers in one process do
+not clash. Labelled children are cached per label tuple: a call costs a dict lookup and a lock-free-ish observe,
+cheap enough for every pod. Gauges that mirror state the scheduler already keeps (queue lengths, cache sizes) are
+read at scrape time through callbacks instead of being updated on every change.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.metrics_core import Metric
+
+from kubesched.scheduler.framework.interface import Code
+
+SUBSYSTEM = "scheduler"
+# The content type kube-scheduler's /metrics answers with (Prometheus text format 0.0.4).
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+
+# ``result`` label values of schedule_attempts_total / scheduling_attempt_duration_seconds.
+SCHEDULED = "scheduled"
+UNSCHEDULABLE = "unschedulable"
+ERROR = "error"
+
+# ``extension_point`` label values (upstream spelling).
+PRE_ENQUEUE = "PreEnqueue"
+PRE_FILTER = "PreFilter"
+FILTER = "Filter"
+PRE_FILTER_EXTENSION_ADD_POD = "PreFilterExtensionAddPod"
+PRE_FILTER_EXTENSION_REMOVE_POD = "PreFilterExtensionRemovePod"
+POST_FILTER = "PostFilter"
+PRE_SCORE = "PreScore"
+SCORE = "Score"
+SCORE_EXTENSION_NORMALIZE = "ScoreExtensionNormalize"
+PRE_BIND = "PreBind"
+BIND = "Bind"
+POST_BIND = "PostBind"
+RESERVE = "Reserve"
+UNRESERVE = "Unreserve"
+PERMIT = "Permit"
+
+# ``operation`` label values of scheduler_goroutines.
+BINDING = "binding"
+PRIORITIZING_EXTENDER = "prioritizing_extender"
+
+# ``queue`` label values of pending_pods / queue_incoming_pods_total.
+QUEUE_ACTIVE = "active"
+QUEUE_BACKOFF = "backoff"
+QUEUE_UNSCHEDULABLE = "unschedulable"
+QUEUE_GATED = "gated"
+PENDING_QUEUES = (QUEUE_ACTIVE, QUEUE_BACKOFF, QUEUE_UNSCHEDULABLE, QUEUE_GATED)
+
+# Upstream samples per-plugin durations in 10% of the scheduling cycles (``pluginMetricsSamplePercent``).
+DEFAULT_PLUGIN_SAMPLE_PERCENT = 10
+
+_STATUS_LABELS = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+    Code.PENDING: "Pending",
+}
+
+
+def status_label(code: Code | int) -> str:
+    """The ``status`` label for a status code, spelled as upstream's ``Code.String()``."""
+    return _STATUS_LABELS.get(Code(code), "Unknown")
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
+    """``count`` bucket bounds ``start * factor**i``, computed by repeated multiplication like upstream so the
+    ``le`` labels are the same floats."""
+    bounds: list[float] = []
+    bound = start
+    for _ in range(count):
+        bounds.append(bound)
+        bound *= factor
+    return bounds
+
+
+class _WithoutCreated:
+    """Exposes a registry without the ``*_created`` samples prometheus_client adds (upstream has none)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            samples = [s for s in family.samples if not s.name.endswith("_created")]
+            if len(samples) != len(family.samples):
+                family.samples = samples
+            yield family
+
+
+class SchedulerMetrics:
+    """All scheduler metrics in one registry, with helpers the scheduling loop, framework and queue call."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        plugin_sample_percent: int = DEFAULT_PLUGIN_SAMPLE_PERCENT,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.plugin_sample_percent = plugin_sample_percent
+        self._rng = rng or random.Random()
+        reg = self.registry
+
+        def name(short: str) -> str:
+            return f"{SUBSYSTEM}_{short}"
+
+        # prometheus_client appends ``_total`` to counters itself.
+        self.schedule_attempts = Counter(
+            name("schedule_attempts"),
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be "
+            "scheduled, while 'error' means an internal scheduler problem.",
+            ["result", "profile"],
+            registry=reg,
+        )
+        self.scheduling_attempt_duration = Histogram(
+            name("scheduling_attempt_duration_seconds"),
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ["result", "profile"],
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=reg,
+        )
+        self.scheduling_algorithm_duration = Histogram(
+            name("scheduling_algorithm_duration_seconds"),
+            "Scheduling algorithm latency in seconds",
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=reg,
+        )
+        self.preemption_victims = Histogram(
+            name("preemption_victims"),
+            "Number of selected preemption victims",
+            buckets=exponential_buckets(1, 2, 7),
+            registry=reg,
+        )
+        self.preemption_attempts = Counter(
+            name("preemption_attempts"), "Total preemption attempts in the cluster till now", registry=reg
+        )
+        self.pending_pods = Gauge(
+            name("pending_pods"),
+            "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means "
+            "number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the "
+            "scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the "
+            "scheduler never attempted to schedule because they are gated.",
+            ["queue"],
+            registry=reg,
+        )
+        self.goroutines = Gauge(
+            name("goroutines"),
+            "Number of running goroutines split by the work they do such as binding.",
+            ["operation"],
+            registry=reg,
+        )
+        self.pod_scheduling_sli_duration = Histogram(
+            name("pod_scheduling_sli_duration_seconds"),
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might "
+            "involve multiple scheduling attempts.",
+            ["attempts"],
+            buckets=exponential_buckets(0.01, 2, 20),
+            registry=reg,
+        )
+        self.pod_scheduling_attempts = Histogram(
+            name("pod_scheduling_attempts"),
+            "Number of attempts to successfully schedule a pod.",
+            buckets=exponential_buckets(1, 2, 5),
+            registry=reg,
+        )
+        self.framework_extension_point_duration = Histogram(
+            name("framework_extension_point_duration_seconds"),
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=exponential_buckets(0.0001, 2, 12),
+            registry=reg,
+        )
+        self.plugin_execution_duration = Histogram(
+            name("plugin_execution_duration_seconds"),
+            "Duration for running a plugin at a specific extension point.",
+            ["plugin", "extension_point", "status"],
+            buckets=exponential_buckets(0.00001, 1.5, 20),
+            registry=reg,
+        )
+        self.queue_incoming_pods = Counter(
+            name("queue_incoming_pods"),
+            "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
+            registry=reg,
+        )
+        self.permit_wait_duration = Histogram(
+            name("permit_wait_duration_seconds"),
+            "Duration of waiting on permit.",
+            ["result"],
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=reg,
+        )
+        self.cache_size = Gauge(
+            name("scheduler_cache_size"),
+            "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            ["type"],
+            registry=reg,
+        )
+        self.unschedulable_pods = Gauge(
+            name("unschedulable_pods"),
+            "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for all "
+            "plugins that caused it to not schedule and so this metric have meaning only when broken down by "
+            "plugin.",
+            ["plugin", "profile"],
+            registry=reg,
+        )
+        self.plugin_evaluation = Counter(
+            name("plugin_evaluation"),
+            "Number of attempts to schedule pods by each plugin and the extension point (available only in "
+            "PreFilter and Filter.).",
+            ["plugin", "extension_point", "profile"],
+            registry=reg,
+        )
+        # client-go's leader election metric (no ``scheduler_`` prefix).
+        self.leader_election_master_status = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates "
+            "master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+            ["name"],
+            registry=reg,
+        )
+        self._children: dict[tuple[object, ...], object] = {}
+        self._without_created = _WithoutCreated(reg)
+
+    # -- child cache --------------------------------------------------------------------------------------------
+
+    def _child(self, metric: Counter | Gauge | Histogram, *labels: str) -> Any:
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = metric.labels(*labels)
+            self._children[key] = child
+        return child
+
+    # -- scheduling cycle ---------------------------------------------------------------------------------------
+
+    def observe_attempt(self, result: str, profile: str, seconds: float) -> None:
+        """One scheduling attempt ended with ``result`` (scheduled / unschedulable / error)."""
+        self._child(self.schedule_attempts, result, profile).inc()
+        self._child(self.scheduling_attempt_duration, result, profile).observe(seconds)
+
+    def observe_algorithm(self, seconds: float) -> None:
+        self.scheduling_algorithm_duration.observe(seconds)
+
+    def observe_pod_scheduled(self, attempts: int, sli_seconds: float) -> None:
+        """A pod got bound after ``attempts`` attempts, ``sli_seconds`` after it first entered the queue."""
+        self._child(self.pod_scheduling_sli_duration, str(attempts)).observe(sli_seconds)
+        self.pod_scheduling_attempts.observe(attempts)
+
+    def observe_extension_point(self, point: str, status: Code | int, profile: str, seconds: float) -> None:
+        self._child(self.framework_extension_point_duration, point, status_label(status), profile).observe(
+            seconds
+        )
+
+    def sample_plugins(self) -> bool:
+        """Whether this cycle records per-plugin durations (upstream samples 10% of the cycles)."""
+        return self._rng.randrange(100) < self.plugin_sample_percent
+
+    def observe_plugin(self, plugin: str, point: str, status: Code | int, seconds: float) -> None:
+        self._child(self.plugin_execution_duration, plugin, point, status_label(status)).observe(seconds)
+
+    def count_plugin_evaluation(self, plugin: str, point: str, profile: str, n: int = 1) -> None:
+        self._child(self.plugin_evaluation, plugin, point, profile).inc(n)
+
+    def observe_permit_wait(self, status: Code | int, seconds: float) -> None:
+        self._child(self.permit_wait_duration, status_label(status)).observe(seconds)
+
+    def observe_preemption(self, victims: int) -> None:
+        """One preemption attempt; ``victims`` is recorded only when some were selected (as upstream)."""
+        self.preemption_attempts.inc()
+        if victims > 0:
+            self.preemption_victims.observe(victims)
+
+    # -- queue --------------------------------------------------------------------------------------------------
+
+    def count_incoming(self, queue: str, event: str, n: int = 1) -> None:
+        self._child(self.queue_incoming_pods, queue, event).inc(n)
+
+    def add_unschedulable_reasons(self, plugins: Iterable[str], profile: str, delta: int) -> None:
+        for plugin in plugins:
+            self._child(self.unschedulable_pods, plugin, profile).inc(delta)
+
+    def watch_pending(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        """Read ``pending_pods`` from ``counts()`` (keys active/backoff/unschedulable/gated) at scrape time."""
+        for queue in PENDING_QUEUES:
+            self.pending_pods.labels(queue).set_function(lambda q=queue: float(counts().get(q, 0)))
+
+    # -- cache, goroutines, leader election ---------------------------------------------------------------------
+
+    def set_cache_size(self, nodes: int, pods: int, assumed_pods: int) -> None:
+        self._child(self.cache_size, "nodes").set(nodes)
+        self._child(self.cache_size, "pods").set(pods)
+        self._child(self.cache_size, "assumed_pods").set(assumed_pods)
+
+    def watch_cache_size(self, sizes: Callable[[], Mapping[str, int]]) -> None:
+        """Read ``scheduler_cache_size`` from ``sizes()`` (keys nodes/pods/assumed_pods) at scrape time."""
+        for kind in ("nodes", "pods", "assumed_pods"):
+            self.cache_size.labels(kind).set_function(lambda k=kind: float(sizes().get(k, 0)))
+
+    def goroutine_started(self, operation: str) -> None:
+        self._child(self.goroutines, operation).inc()
+
+    def goroutine_finished(self, operation: str) -> None:
+        self._child(self.goroutines, operation).dec()
+
+    def set_leader(self, lease_name: str, is_leader: bool) -> None:
+        self._child(self.leader_election_master_status, lease_name).set(1 if is_leader else 0)
+
+    # -- exposition ---------------------------------------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus text format 0.0.4, without ``*_created`` series."""
+        return generate_latest(self._without_created)

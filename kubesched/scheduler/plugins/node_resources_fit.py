@@ -1,0 +1,220 @@
+"""NodeResourcesFit: does the node have room for the pod's requests (Filter), and how full would it be (Score,
+with the LeastAllocated, MostAllocated or RequestedToCapacityRatio strategy).
+
+Filter reasons, as upstream: ``Too many pods``, ``Insufficient cpu``, ``Insufficient memory``,
+``Insufficient ephemeral-storage``, ``Insufficient <extended resource>``. A request larger than the node's whole
+allocatable is unresolvable (preemption cannot help); otherwise preemption might.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kubesched.scheduler.cache import SlotMemo
+from kubesched.scheduler.framework.interface import (
+    ClusterEvent,
+    CycleState,
+    Filtered,
+    PreFilterResult,
+    Status,
+)
+from kubesched.scheduler.framework.registry import get_arg
+from kubesched.scheduler.plugins.node_resources_common import (
+    DEFAULT_SHAPE,
+    LEAST_ALLOCATED,
+    MAX_CUSTOM_PRIORITY_SCORE,
+    MOST_ALLOCATED,
+    SMALL,
+    STRATEGIES,
+    RequestedResources,
+    least_allocated,
+    least_allocated_one,
+    most_allocated,
+    most_allocated_one,
+    parse_resources,
+    requested_to_capacity_ratio,
+    requested_to_capacity_ratio_one,
+    scale_shape,
+    validate_weights,
+)
+from kubesched.scheduler.resources import PODS, is_extended_resource_name
+
+if TYPE_CHECKING:
+    from kubesched.scheduler.cache import NodeTable
+    from kubesched.scheduler.podinfo import PodInfo
+
+NAME = "NodeResourcesFit"
+TOO_MANY_PODS = "Too many pods"
+_PRE_FILTER_KEY = "PreFilter" + NAME
+_PRE_SCORE_KEY = "PreScore" + NAME
+
+
+@dataclass(frozen=True, slots=True)
+class _FitPlan:
+    """What Filter checks for one pod: resource columns (pods first) and the amounts needed.
+
+    ``need_full`` spans every column of the table (a huge negative for unchecked ones) so all can be compared
+    in one go. Column j of ``cols`` owns reason bits 2j (short now: preemption may help) and 2j+1 (the pod
+    asks more than the node has at all).
+    """
+
+    cols: tuple[int, ...]
+    need: tuple[int, ...]
+    need_full: np.ndarray
+    reasons: tuple[str, ...]
+    unresolvable: tuple[bool, ...]
+
+
+_UNCHECKED = np.iinfo(np.int64).min
+
+
+def _parse_shape(value: Any) -> tuple[tuple[int, int], ...]:
+    if not value:
+        return DEFAULT_SHAPE
+    return tuple((int(get_arg(p, "utilization") or 0), int(get_arg(p, "score") or 0)) for p in value)
+
+
+def _validate_shape(shape: tuple[tuple[int, int], ...]) -> None:
+    for i, (u, s) in enumerate(shape):
+        if i and u <= shape[i - 1][0]:
+            raise ValueError(
+                "scoringStrategy.requestedToCapacityRatio.shape: utilization values must be increasing"
+            )
+        if not 0 <= u <= 100 or not 0 <= s <= MAX_CUSTOM_PRIORITY_SCORE:
+            raise ValueError(
+                f"scoringStrategy.requestedToCapacityRatio.shape[{i}]: point ({u}, {s}) out of range"
+            )
+
+
+class NodeResourcesFit:
+    name = NAME
+    scores_in_range = True
+
+    def __init__(self, args: Any = None, handle: Any = None) -> None:
+        self.ignored_resources = frozenset(get_arg(args, "ignoredResources") or ())
+        self.ignored_groups = frozenset(get_arg(args, "ignoredResourceGroups") or ())
+        strategy = get_arg(args, "scoringStrategy")
+        self.strategy = (
+            (get_arg(strategy, "type") or LEAST_ALLOCATED) if strategy is not None else LEAST_ALLOCATED
+        )
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"scoring strategy {self.strategy} is not supported")
+        resources = parse_resources(get_arg(strategy, "resources"))
+        validate_weights(resources, "scoringStrategy.resources")
+        self._resources = RequestedResources(resources, use_requested=False)
+        shape = _parse_shape(get_arg(get_arg(strategy, "requestedToCapacityRatio"), "shape"))
+        _validate_shape(shape)
+        self._shape = scale_shape(shape)
+        self._plans: dict[tuple[int, bytes], _FitPlan] = {}
+        self._memo = SlotMemo()
+        self._reasons: dict[int, str] = {}
+
+    def events_to_register(self) -> list[ClusterEvent]:
+        return [
+            ClusterEvent("Pod", "Delete"),
+            ClusterEvent("Node", "Add"),
+            ClusterEvent("Node", "UpdateNodeAllocatable"),
+        ]
+
+    # --- Filter --------------------------------------------------------------------------------------------
+
+    def _ignored(self, name: str) -> bool:
+        if not is_extended_resource_name(name):
+            return False
+        return name in self.ignored_resources or name.split("/", 1)[0] in self.ignored_groups
+
+    def _plan(self, pod: PodInfo, nodes: NodeTable) -> _FitPlan:
+        if len(pod.requests) > nodes.width:
+            nodes.ensure_columns()  # the pod brought a resource name no node has yet
+        key = (nodes.width, pod.requests.tobytes())
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        names = nodes.res.names
+        cols = [PODS] + [
+            int(c) for c in np.flatnonzero(pod.requests) if c != PODS and not self._ignored(names[c])
+        ]
+        need = [1] + [int(pod.requests[c]) for c in cols[1:]]
+        need_full = np.full(nodes.width, _UNCHECKED, dtype=np.int64)
+        need_full[cols] = need
+        reasons: list[str] = [TOO_MANY_PODS, TOO_MANY_PODS]
+        unresolvable: list[bool] = [False, False]
+        for c in cols[1:]:
+            reason = self._reasons.get(c) or self._reasons.setdefault(c, f"Insufficient {names[c]}")
+            reasons += [reason, reason]
+            unresolvable += [False, True]
+        plan = _FitPlan(tuple(cols), tuple(need), need_full[:, None], tuple(reasons), tuple(unresolvable))
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        state.write(_PRE_FILTER_KEY, self._plan(pod, nodes))
+        return None, Status.success()
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> Filtered:
+        plan: _FitPlan | None = state.read(_PRE_FILTER_KEY)
+        if plan is None or len(plan.need_full) != nodes.width:
+            plan = self._plan(pod, nodes)
+        free = nodes.free.T  # (width, capacity), rows contiguous
+        if len(plan.cols) == 1:
+            short_pods = free[PODS].take(idx) < 1
+            if not short_pods.any():
+                return Filtered.all_pass(len(idx))
+            return Filtered(short_pods.astype(np.uint64), plan.reasons, plan.unresolvable)
+        short = free.take(idx, axis=1) < plan.need_full
+        if not short.any():
+            return Filtered.all_pass(len(idx))
+        bits = np.zeros(len(idx), dtype=np.uint64)
+        alloc = nodes.allocatable.T
+        for j, (col, need) in enumerate(zip(plan.cols, plan.need, strict=True)):
+            row = short[col]
+            if j and need > 0:
+                unres = row & (alloc[col].take(idx) < need)
+                row = row & ~unres
+                bits |= unres.astype(np.uint64) << np.uint64(2 * j + 1)
+            bits |= row.astype(np.uint64) << np.uint64(2 * j)
+        return Filtered(bits, plan.reasons, plan.unresolvable)
+
+    # --- Score ---------------------------------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> Status:
+        state.write(_PRE_SCORE_KEY, self._resources.pod_requests(pod, nodes.res))
+        return Status.success()
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> np.ndarray:
+        pod_req = state.read(_PRE_SCORE_KEY)
+        if pod_req is None:
+            pod_req = self._resources.pod_requests(pod, nodes.res)
+
+        def compute(sub: np.ndarray) -> np.ndarray:
+            if len(sub) <= SMALL:
+                one = self._score_one
+                rows = (self._resources.row(nodes, slot, pod_req) for slot in sub.tolist())
+                return np.fromiter((one(row) for row in rows), dtype=np.int64, count=len(sub))
+            cols = self._resources.columns(nodes, sub, pod_req)
+            if self.strategy == LEAST_ALLOCATED:
+                return least_allocated(cols, len(sub))
+            if self.strategy == MOST_ALLOCATED:
+                return most_allocated(cols, len(sub))
+            return requested_to_capacity_ratio(cols, len(sub), *self._shape)
+
+        # A node's score depends only on its own row and the pod's requests: reuse it while both hold.
+        return self._memo.get(nodes, pod_req, idx, compute)
+
+    def _score_one(self, row: list[tuple[int, int, int, int]]) -> int:
+        if self.strategy == LEAST_ALLOCATED:
+            return least_allocated_one(row)
+        if self.strategy == MOST_ALLOCATED:
+            return most_allocated_one(row)
+        return requested_to_capacity_ratio_one(row, *self._shape)
+
+
+def new(args: Any, handle: Any) -> NodeResourcesFit:
+    return NodeResourcesFit(args, handle)

@@ -1,0 +1,409 @@
+"""The scheduling loop: informers → cache and queue → framework → assume → background binding → events.
+
+As kube-scheduler's ``scheduler.go``/``schedule_one.go``/``eventhandlers.go``: one pod at a time through the
+scheduling cycle on the event loop (the cycle never awaits, so it sees a consistent cache), then the binding cycle
+runs as a background task so the next pod does not wait for the API round trip. A pod is *assumed* on its node
+before binding, so the next cycles already count it; a failed binding forgets it and puts the pod back in the queue.
+A 409 from ``pods/binding`` means someone else bound it: the pod is dropped, never bound twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubesched.client.events import EventRecorder
+from kubesched.client.informer import Informer
+from kubesched.client.rest import ApiClient, ApiError
+from kubesched.scheduler.cache import Cache
+from kubesched.scheduler.config import SchedulerConfiguration
+from kubesched.scheduler.framework.interface import ClusterEvent, Code, CycleState, Status
+from kubesched.scheduler.framework.registry import Handle, Registry
+from kubesched.scheduler.framework.runtime import Framework, fit_error_message
+from kubesched.scheduler.metrics import SchedulerMetrics
+from kubesched.scheduler.plugins import in_tree_registry
+from kubesched.scheduler.podinfo import PodInfo, QueuedPodInfo
+from kubesched.scheduler.queue import (
+    EVENT_ASSIGNED_POD_DELETE,
+    SchedulingQueue,
+)
+
+log = logging.getLogger("kubesched.scheduler")
+
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class Lister:
+    """Read access to an informer's store, for plugins (namespaces, workloads, PDBs)."""
+
+    def __init__(self, informers: dict[str, Informer]) -> None:
+        self._informers = informers
+
+    def get(self, kind: str, namespace: str | None = None, name: str | None = None) -> dict[str, Any] | None:
+        # Called as get(name) for namespaces and get(kind, namespace, name) for workloads.
+        if name is None and namespace is None:
+            inf = self._informers.get("namespaces")
+            return inf.get(kind) if inf is not None else None
+        inf = self._informers.get(kind.lower() + "s") or self._informers.get(kind)
+        if inf is None or name is None:
+            return None
+        return inf.get(name, namespace)
+
+    def list(self, plural: str = "namespaces") -> list[dict[str, Any]]:
+        inf = self._informers.get(plural)
+        return inf.list() if inf is not None else []
+
+    def services(self, namespace: str) -> list[dict[str, Any]]:
+        return [s for s in self.list("services") if (s.get("metadata") or {}).get("namespace") == namespace]
+
+    def pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        items = self.list("poddisruptionbudgets")
+        if namespace is None:
+            return items
+        return [p for p in items if (p.get("metadata") or {}).get("namespace") == namespace]
+
+
+class Scheduler:
+    def __init__(
+        self,
+        config: SchedulerConfiguration,
+        client: ApiClient | None,
+        *,
+        registry: Registry | None = None,
+        metrics: SchedulerMetrics | None = None,
+        seed: int | None = None,
+        identity: str = "",
+        on_scheduled: Callable[[PodInfo, str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.metrics = metrics or SchedulerMetrics()
+        self.cache = Cache()
+        self.identity = identity or socket.gethostname()
+        self.on_scheduled = on_scheduled
+        self.informers: dict[str, Informer] = {}
+        self.lister = Lister(self.informers)
+        self._bind_tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
+        self.recorders: dict[str, EventRecorder] = {}
+        registry = registry or in_tree_registry()
+        self.frameworks: dict[str, Framework] = {}
+        # The queue needs the QueueSort plugin of the first profile (all profiles must share it).
+        self.queue: SchedulingQueue | None = None
+        handle = Handle(
+            cache=self.cache,
+            client=client,
+            nominator=None,
+            parallelism=config.parallelism,
+            shared={"namespaces": self.lister, "workloads": self.lister, "pdbs": self.lister},
+        )
+        for profile in config.profiles:
+            recorder = None
+            if client is not None:
+                recorder = EventRecorder(client, profile.scheduler_name, f"{profile.scheduler_name}-{self.identity}")
+                self.recorders[profile.scheduler_name] = recorder
+            fw_handle = Handle(
+                cache=handle.cache,
+                client=handle.client,
+                recorder=recorder,
+                nominator=None,
+                parallelism=handle.parallelism,
+                shared=handle.shared,
+            )
+            self.frameworks[profile.scheduler_name] = Framework.from_profile(
+                profile, registry, fw_handle,
+                percentage_of_nodes_to_score=config.percentage_of_nodes_to_score or None,
+                seed=seed,
+            )
+        first = next(iter(self.frameworks.values()))
+        plugin_events: dict[str, list[ClusterEvent]] = {}
+        for fw in self.frameworks.values():
+            plugin_events.update(fw.events_to_register())
+        self.queue = SchedulingQueue(
+            first.queue_sort_key,
+            pre_enqueue=self._pre_enqueue,
+            plugin_events=plugin_events,
+            initial_backoff=float(config.pod_initial_backoff_seconds),
+            max_backoff=float(config.pod_max_backoff_seconds),
+            metrics=self.metrics,
+        )
+        for fw in self.frameworks.values():
+            fw.handle.nominator = self.queue.nominator
+            for plugin in fw.plugins.values():
+                h = getattr(plugin, "handle", None)
+                if isinstance(h, Handle):
+                    h.nominator = self.queue.nominator
+        # Preemption requeues a pod whose asynchronous preemption failed, and reports victims to metrics.
+        handle.shared["activate"] = self.queue.activate
+        handle.shared["metrics"] = self.metrics
+        if seed is not None:
+            handle.shared["seed"] = seed
+        self.metrics.watch_pending(self.queue.pending_counts)
+        self.metrics.watch_cache_size(self.cache.stats)
+
+    # -- informers ----------------------------------------------------------------------------------------
+
+    def _pre_enqueue(self, pi: PodInfo) -> Status:
+        fw = self.frameworks.get(pi.scheduler_name)
+        return fw.run_pre_enqueue(pi) if fw is not None else Status.success()
+
+    def _responsible(self, pi: PodInfo) -> bool:
+        return pi.scheduler_name in self.frameworks
+
+    def start_informers(self) -> None:
+        assert self.client is not None
+        c = self.client
+        nodes = Informer(c, "v1", "nodes")
+        nodes.add_handler(self._node_added, self._node_updated, self._node_deleted)
+        pods = Informer(c, "v1", "pods", field_selector=POD_FIELD_SELECTOR)
+        pods.add_handler(self._pod_added, self._pod_updated, self._pod_deleted)
+        self.informers["nodes"] = nodes
+        self.informers["pods"] = pods
+        for api_version, plural in (
+            ("v1", "namespaces"),
+            ("v1", "services"),
+            ("v1", "replicationcontrollers"),
+            ("apps/v1", "replicasets"),
+            ("apps/v1", "statefulsets"),
+            ("policy/v1", "poddisruptionbudgets"),
+        ):
+            inf = Informer(c, api_version, plural)
+            if plural == "namespaces":
+                inf.add_handler(
+                    lambda o: self.queue and self.queue.move_all_to_active_or_backoff(ClusterEvent("Namespace", "Add")),
+                    lambda o, n: self.queue and self.queue.move_all_to_active_or_backoff(
+                        ClusterEvent("Namespace", "Update")),
+                    None,
+                )
+            self.informers[plural] = inf
+        for inf in self.informers.values():
+            inf.start()
+
+    async def wait_for_cache_sync(self, timeout: float | None = None) -> bool:
+        results = await asyncio.gather(*(inf.has_synced(timeout) for inf in self.informers.values()))
+        return all(results)
+
+    def _node_added(self, node: dict[str, Any]) -> None:
+        self.cache.on_node_add(node)
+        assert self.queue is not None
+        self.queue.move_all_to_active_or_backoff(ClusterEvent("Node", "Add"))
+
+    def _node_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        changes = self.cache.on_node_update(old, new)
+        assert self.queue is not None
+        for action in sorted(changes):
+            self.queue.move_all_to_active_or_backoff(ClusterEvent("Node", action))
+
+    def _node_deleted(self, node: dict[str, Any]) -> None:
+        self.cache.on_node_delete(node)
+
+    def _pod_added(self, pod: dict[str, Any]) -> None:
+        assert self.queue is not None
+        if (pod.get("spec") or {}).get("nodeName"):
+            pi = self.cache.on_pod_add(pod)
+            if pi is not None:
+                self.queue.nominator.delete_nominated(pi.uid)
+                self.queue.assigned_pod_added(pi)
+            return
+        pi = self.cache.pod_info(pod)
+        if self._responsible(pi) and pi.deletion_ts is None:
+            self.queue.add(pi)
+
+    def _pod_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        assert self.queue is not None
+        if (new.get("spec") or {}).get("nodeName"):
+            old_bound = bool((old.get("spec") or {}).get("nodeName"))
+            pi = self.cache.on_pod_update(old, new)
+            if not old_bound:
+                # Bound (by us or by someone else): it leaves the queue for good.
+                self.queue.delete(self.cache.pod_info(new).uid)
+            if pi is not None:
+                self.queue.nominator.delete_nominated(pi.uid)
+                if old_bound:
+                    self.queue.assigned_pod_updated(self.cache.pod_info(old), pi)
+                else:
+                    self.queue.assigned_pod_added(pi)
+            return
+        new_pi = self.cache.pod_info(new)
+        if self.cache.is_assumed(new_pi.uid) or not self._responsible(new_pi):
+            return
+        if new_pi.deletion_ts is not None:
+            self.queue.delete(new_pi.uid)
+            return
+        self.queue.update(self.cache.pod_info(old), new_pi)
+
+    def _pod_deleted(self, pod: dict[str, Any]) -> None:
+        assert self.queue is not None
+        obj = pod  # a DeletedFinalStateUnknown is a dict of the last state seen, so this covers both
+        if (obj.get("spec") or {}).get("nodeName"):
+            pi = self.cache.on_pod_delete(obj)
+            if pi is not None:
+                self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE)
+            return
+        uid = (obj.get("metadata") or {}).get("uid") or ""
+        self.queue.delete(uid)
+        self.queue.nominator.delete_nominated(uid)
+        if self.cache.is_assumed(uid):
+            self.cache.forget(uid)
+
+    # -- the loop -----------------------------------------------------------------------------------------
+
+    async def run(self, leading: asyncio.Event | None = None) -> None:
+        """Schedule until stopped (``leading`` cleared means stop at once)."""
+        assert self.queue is not None
+        self.queue.start()
+        # Informer stores are now large and long-lived: keep the collector from rescanning them every cycle.
+        gc.collect()
+        gc.freeze()
+        while not self._stopping:
+            if leading is not None and not leading.is_set():
+                break
+            qpi = await self.queue.pop()
+            if qpi is None:
+                break
+            if leading is not None and not leading.is_set():
+                break
+            try:
+                await self.schedule_one(qpi)
+            except Exception:
+                log.exception("scheduling %s failed unexpectedly", qpi.pod_info.key)
+                self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self.queue is not None:
+            self.queue.close()
+        for t in list(self._bind_tasks):
+            t.cancel()
+        for inf in self.informers.values():
+            await inf.stop()
+        for r in self.recorders.values():
+            await r.close()
+
+    async def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        assert self.queue is not None
+        pi = qpi.pod_info
+        fw = self.frameworks.get(pi.scheduler_name)
+        if fw is None or self._skip(pi):
+            self.queue.done(pi.uid)
+            return
+        start = time.perf_counter()
+        state = CycleState()
+        result = fw.schedule(state, pi)
+        algo = time.perf_counter() - start
+        self.metrics.observe_algorithm(algo)
+        if result.node is None:
+            await self._handle_failure(fw, qpi, state, result.status, result.diagnosis, start)
+            return
+        node = result.node
+        assumed = self.cache.assume(pi, node)
+        s = fw.run_reserve(state, assumed, node)
+        if not s.ok:
+            fw.run_unreserve(state, assumed, node)
+            self.cache.forget(pi.uid)
+            await self._handle_failure(fw, qpi, state, s, None, start)
+            return
+        s, _waits = fw.run_permit(state, assumed, node)
+        if s.rejected or s.code == Code.ERROR:
+            fw.run_unreserve(state, assumed, node)
+            self.cache.forget(pi.uid)
+            await self._handle_failure(fw, qpi, state, s, None, start)
+            return
+        task = asyncio.create_task(self._binding_cycle(fw, qpi, state, assumed, node, start))
+        self._bind_tasks.add(task)
+        task.add_done_callback(self._bind_tasks.discard)
+
+    def _skip(self, pi: PodInfo) -> bool:
+        """Pods deleted or already assumed/bound since they were queued are not scheduled again."""
+        if pi.deletion_ts is not None:
+            return True
+        return self.cache.is_assumed(pi.uid) or self.cache.get_pod(pi.uid) is not None
+
+    async def _binding_cycle(
+        self, fw: Framework, qpi: QueuedPodInfo, state: CycleState, assumed: PodInfo, node: str, start: float
+    ) -> None:
+        assert self.queue is not None
+        pi = qpi.pod_info
+        s = await fw.run_pre_bind(state, assumed, node)
+        if s.ok:
+            s = await fw.run_bind(state, assumed, node)
+        if not s.ok:
+            fw.run_unreserve(state, assumed, node)
+            self.cache.forget(pi.uid)
+            if await self._already_bound_elsewhere(pi):
+                self.queue.done(pi.uid)
+                return
+            self._record(fw, pi.pod, "Warning", "FailedScheduling", "Scheduling", f"Binding rejected: {s.message()}")
+            self.metrics.observe_attempt("error", fw.scheduler_name, time.perf_counter() - start)
+            qpi.unschedulable_plugins = set()
+            self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+            return
+        self.cache.finish_binding(pi.uid)
+        elapsed = time.perf_counter() - start
+        self.metrics.observe_attempt("scheduled", fw.scheduler_name, elapsed)
+        first = qpi.initial_attempt_ts or qpi.timestamp
+        self.metrics.observe_pod_scheduled(qpi.attempts or 1, max(0.0, self.queue.clock() - first) if first else 0.0)
+        self._record(fw, pi.pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pi.key} to {node}")
+        fw.run_post_bind(state, assumed, node)
+        self.queue.done(pi.uid)
+        if self.on_scheduled is not None:
+            self.on_scheduled(assumed, node)
+
+    async def _already_bound_elsewhere(self, pi: PodInfo) -> bool:
+        """After a failed bind: is the pod bound (by another scheduler) or gone? Then it is not ours to retry."""
+        if self.client is None:
+            return False
+        try:
+            pod = await self.client.get("v1", "pods", pi.name, namespace=pi.namespace)
+        except ApiError as e:
+            return e.is_not_found()
+        except Exception:
+            return False
+        meta = pod.get("metadata") or {}
+        if meta.get("uid") != pi.uid:
+            return True
+        return bool((pod.get("spec") or {}).get("nodeName"))
+
+    async def _handle_failure(
+        self,
+        fw: Framework,
+        qpi: QueuedPodInfo,
+        state: CycleState,
+        status: Status,
+        diagnosis: Any,
+        start: float,
+    ) -> None:
+        assert self.queue is not None
+        pi = qpi.pod_info
+        if status.code == Code.ERROR:
+            message = status.message()
+            result = "error"
+            qpi.unschedulable_plugins = set()
+        else:
+            result = "unschedulable"
+            message = status.message()
+            if diagnosis is not None:
+                nominated = None
+                post_msg = ""
+                if fw.has_post_filter_plugins:
+                    nominated, pf = await fw.run_post_filter(state, pi, diagnosis)
+                    post_msg = ", ".join(pf.reasons)
+                    if nominated:
+                        self.queue.nominator.add_nominated(pi, nominated)
+                message = fit_error_message(self.cache.table.num_nodes, diagnosis, post_msg)
+                qpi.unschedulable_plugins = set(diagnosis.plugins) if diagnosis.plugins else set()
+        self.metrics.observe_attempt(result, fw.scheduler_name, time.perf_counter() - start)
+        self._record(fw, pi.pod, "Warning", "FailedScheduling", "Scheduling", message)
+        self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+
+    def _record(self, fw: Framework, pod: dict[str, Any], etype: str, reason: str, action: str, note: str) -> None:
+        rec = self.recorders.get(fw.scheduler_name)
+        if rec is not None:
+            rec.event(pod, etype, reason, action, note)
+        log.log(logging.INFO if etype == "Normal" else logging.WARNING, "%s %s: %s", reason,
+                (pod.get("metadata") or {}).get("name"), note)
