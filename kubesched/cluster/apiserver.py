@@ -21,7 +21,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from kubesched.cluster import discovery, errors, openapi, tables
+from kubesched.cluster import discovery, errors, openapi, protobuf, tables
 from kubesched.cluster.api import ClusterApi
 from kubesched.cluster.resources import ResourceType
 from kubesched.cluster.store import BOOKMARK, ERROR, Stored
@@ -427,7 +427,19 @@ class ApiServer:
         if not raw:
             return None
         ctype = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower()
-        if ctype in ("application/vnd.kubernetes.protobuf", "application/cbor"):
+        if ctype == protobuf.PROTOBUF_CONTENT_TYPE:
+            # client-go's typed clients (kubectl create namespace/deployment/...) send protobuf and never fall back.
+            try:
+                return protobuf.decode_k8s_protobuf(raw)
+            except protobuf.UnsupportedKindError as e:
+                raise errors.ApiError(
+                    415, "UnsupportedMediaType",
+                    f"the body of the request was in an unknown format - {e.api_version} {e.kind} is not supported "
+                    "as protobuf by this server; send application/json",
+                ) from None
+            except protobuf.ProtobufError as e:
+                raise errors.bad_request(f"the request body could not be decoded as protobuf: {e}") from None
+        if ctype == "application/cbor":
             raise errors.ApiError(
                 415,
                 "UnsupportedMediaType",

@@ -1381,3 +1381,28 @@ def test_schema_spot_checks(message: str, number: int, name: str, flags: str) ->
 
 def test_every_kind_has_its_message() -> None:
     assert all(name in MESSAGES for name in KINDS.values())
+
+
+def test_json_names_match_the_official_clients_models() -> None:
+    """An independent check of the schema's JSON names (and inlining) against kubernetes-client's models."""
+    models = pytest.importorskip("kubernetes.client")
+    # Fields the client knows that our upstream snapshot has no protobuf for (alpha types, newer fields).
+    known_gaps = {
+        "batch.JobSchedulingConfiguration": {
+            "disruptionMode", "resourceClaims", "schedulingConstraints", "schedulingPolicy",
+        },
+        "core.NodeSystemInfo": {"runningInUserNamespace"},
+    }  # fmt: skip
+    prefixes = {"core": ("CoreV1", "V1"), "events": ("EventsV1", "V1")}
+    checked = 0
+    for name, msg in MESSAGES.items():
+        group, kind = name.split(".")
+        candidates = [getattr(models, p + kind, None) for p in prefixes.get(group, ("V1",))]
+        model = next((m for m in candidates if m is not None), None)
+        if model is None:  # inline-only structs (VolumeSource, ProbeHandler...) have no model of their own
+            continue
+        theirs = set(model.attribute_map.values()) - known_gaps.get(name, set())
+        assert msg.json_keys | {"apiVersion", "kind"} >= theirs, name
+        assert theirs >= msg.json_keys - {"apiVersion", "kind"}, name
+        checked += 1
+    assert checked > 250

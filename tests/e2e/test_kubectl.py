@@ -212,3 +212,19 @@ spec:
     obj = json.loads(kubectl("get", "widget", "w1", "-o", "json").stdout)
     assert obj["status"] == {"ready": True}
     assert obj["metadata"]["generation"] == 2  # status writes do not bump generation
+
+
+def test_typed_create_commands_send_protobuf(kubectl: Kubectl) -> None:
+    # kubectl's create generators use client-go's typed clients, which send protobuf bodies.
+    kubectl("create", "namespace", "typed")
+    kubectl("create", "deployment", "web", "--image=nginx:1.27", "--replicas=2", "--port=80", "-n", "typed")
+    kubectl("create", "secret", "generic", "s1", "--from-literal=password=hunter2", "-n", "typed")
+    kubectl("create", "priorityclass", "high", "--value=1000")
+    dep = json.loads(kubectl("get", "deployment", "web", "-n", "typed", "-o", "json").stdout)
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] == 80
+    secret = json.loads(kubectl("get", "secret", "s1", "-n", "typed", "-o", "json").stdout)
+    assert secret["data"]["password"] == "aHVudGVyMg=="
+    pc = json.loads(kubectl("get", "priorityclass", "high", "-o", "json").stdout)
+    assert pc["value"] == 1000
