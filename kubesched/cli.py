@@ -16,14 +16,18 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("kubesched.cluster.cli", "run a local Kubernetes-API-compatible cluster with simulated nodes"),
     "scheduler": ("kubesched.scheduler.cli", "run the scheduler (a drop-in for kube-scheduler)"),
     "simulate": ("kubesched.scheduler.simulate", "schedule pods from a file offline and show why each landed where"),
+    "bench": ("kubesched.bench.cli", "run scheduler_perf-style benchmarks"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, just that subcommand's module is imported (the others stay unloaded)."""
     parser = argparse.ArgumentParser(prog="kubesched", description="A Kubernetes scheduler stack in Python.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
+        if only is not None and name != only:
+            continue
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as e:
@@ -37,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(chosen if chosen in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

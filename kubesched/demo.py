@@ -77,6 +77,17 @@ def workload_pods() -> list[str]:
     return pods
 
 
+SHORT = {
+    "NodeResourcesFit": "Fit",
+    "NodeResourcesBalancedAllocation": "Balanced",
+    "TaintToleration": "Taints",
+    "PodTopologySpread": "Spread",
+    "InterPodAffinity": "PodAff",
+    "NodeAffinity": "NodeAff",
+    "ImageLocality": "Image",
+}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -218,7 +229,7 @@ class Demo:
             console.print(f"   [yellow]{e.involved_object.name}[/yellow]: {e.message}")
         decisions = {d["pod"]: d for d in self.decisions()}
         console.print("5. [bold]Why[/bold] — the live scheduler's scores (normalized score x weight) for a few pods")
-        for name in ("demo/web-0", "demo/batch-0", "demo/db-0"):
+        for name in ("demo/web-5", "demo/batch-3", "demo/db-0"):
             d = decisions.get(name)
             if not d:
                 continue
@@ -226,14 +237,17 @@ class Demo:
             plugins = sorted({k for s in d.get("scores", {}).values() for k in s if k != "total"})
             t.add_column("node")
             for pl in plugins:
-                t.add_column(pl.replace("NodeResources", "NR.").replace("PodTopologySpread", "Spread"))
+                t.add_column(SHORT.get(pl, pl))
             t.add_column("total", style="bold")
             ranked = sorted(d.get("scores", {}).items(), key=lambda kv: -kv[1].get("total", 0))
             for node, s in ranked[:4]:
                 t.add_row(node, *[str(s.get(pl, 0)) for pl in plugins], str(s.get("total", 0)))
-            for node, reasons in list(d.get("filtered", {}).items())[:3]:
-                t.add_row(f"[dim]{node}[/dim]", *["" for _ in plugins], f"[dim]filtered: {'; '.join(reasons)}[/dim]")
             console.print(t)
+            by_reason: dict[str, list[str]] = {}
+            for node, reasons in d.get("filtered", {}).items():
+                by_reason.setdefault("; ".join(reasons), []).append(node)
+            for reason, nodes_ in by_reason.items():
+                console.print(f"   [dim]filtered out ({', '.join(sorted(nodes_))}): {reason}[/dim]")
 
 
 def main() -> int:

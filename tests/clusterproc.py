@@ -92,3 +92,101 @@ class Kubectl:
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen([*self.base, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+# --- the scheduler as a process ----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def https_get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
+    """GET ``https://127.0.0.1:<port><path>`` without verifying the (self-signed) certificate: (status, body)."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}{path}", context=ctx, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+@dataclass
+class SchedulerProcess:
+    """A ``kubesched scheduler`` process; ``output`` collects its stdout and stderr lines as they come."""
+
+    proc: subprocess.Popen[str]
+    port: int
+    output: list[str]
+
+    def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        return https_get(self.port, path, timeout)
+
+    def metrics(self) -> str:
+        status, body = self.get("/metrics")
+        if status != 200:
+            raise AssertionError(f"/metrics answered {status}: {body}")
+        return body
+
+    def log(self) -> str:
+        return "\n".join(self.output)
+
+    def kill(self) -> None:
+        """SIGKILL: no lease release, no cleanup, as a crashed process."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+
+def start_scheduler(kubeconfig: Path, *flags: str, port: int | None = None, timeout: float = 30.0) -> SchedulerProcess:
+    """Start ``kubesched scheduler --kubeconfig K --secure-port P --bind-address 127.0.0.1 <flags>`` and wait until
+    ``/healthz`` answers on the secure port (it answers once the informers are started, leading or not)."""
+    import threading
+
+    port = port or free_port()
+    cmd = [sys.executable, "-m", "kubesched.cli", "scheduler", "--kubeconfig", str(kubeconfig),
+           "--secure-port", str(port), "--bind-address", "127.0.0.1", *flags]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    lines: list[str] = []
+
+    def drain() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+
+    threading.Thread(target=drain, daemon=True).start()
+    sched = SchedulerProcess(proc, port, lines)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"scheduler exited with {proc.returncode}:\n" + sched.log())
+        try:
+            status, _ = https_get(port, "/healthz", timeout=1.0)
+        except OSError:
+            status = 0
+        if status == 200:
+            return sched
+        time.sleep(0.05)
+    sched.kill()
+    raise RuntimeError("scheduler's /healthz did not answer:\n" + sched.log())

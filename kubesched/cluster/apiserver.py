@@ -68,6 +68,44 @@ def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
         raise errors.bad_request(f"continue key is not valid: {e}") from None
 
 
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def _anonymous_forbidden(request: web.Request) -> errors.ApiError:
+    """403 for an anonymous request, worded as kube-apiserver's RBAC denial (resource or non-resource form)."""
+    user = 'User "system:anonymous"'
+    parts = [unquote(p) for p in request.path.strip("/").split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 4:
+        group, rest = parts[1], parts[3:]
+    else:
+        return errors.forbidden(f'forbidden: {user} cannot {request.method.lower()} path "{request.path}"')
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) >= 2:
+        namespace = rest[1]  # upstream counts a namespace itself as in its own namespace
+        if len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            rest = rest[2:]
+    resource = rest[0]
+    name = rest[1] if len(rest) > 1 else ""
+    if len(rest) > 2:
+        resource += "/" + rest[2]
+    if request.method == "GET":
+        verb = "watch" if _qbool(request.query, "watch") else ("get" if name else "list")
+    elif request.method == "DELETE":
+        verb = "delete" if name else "deletecollection"
+    else:
+        verb = _VERBS.get(request.method, request.method.lower())
+    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    subject = errors.qualified(rest[0], group) + (f' "{name}"' if name else "")
+    return errors.forbidden(
+        f'{subject} is forbidden: {user} cannot {verb} resource "{resource}" in API group "{group}" {scope}',
+        name=name or None,
+        resource=rest[0],
+        group=group,
+    )
+
+
 def _parse_rv(value: str | None) -> int | None:
     if value in (None, ""):
         return None
@@ -129,9 +167,7 @@ class ApiServer:
             return
         if auth.startswith("Bearer "):
             raise errors.unauthorized()
-        raise errors.forbidden(
-            'forbidden: User "system:anonymous" cannot get path "' + request.path + '"'
-        )
+        raise _anonymous_forbidden(request)
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
@@ -273,7 +309,7 @@ class ApiServer:
         start_after: tuple[str, str] | None = None
         if cont:
             list_rv, start_after = _decode_continue(cont)
-            items = self.api.store.list_at(rtype.storage_key, list_rv, t.namespace, pred)
+            items = self.api.store.list_at(rtype.storage_key, list_rv, t.namespace, pred, continuing=True)
         else:
             want = _parse_rv(rv_param)
             exact = rv_match == "Exact" or (want not in (None, 0) and limit > 0 and rv_match is None)
@@ -344,12 +380,14 @@ class ApiServer:
         if want and want > self.api.store.revision:
             if not await self.api.store.wait_for_revision(want, TOO_LARGE_RV_WAIT):
                 raise self._too_large(want)
-        since = None if initial_state else want
+        # Without initial events, "" and "0" both mean: changes from now on.
+        since = None if initial_state else (want or self.api.store.revision)
         timeout_s = float(q.get("timeoutSeconds") or random.uniform(1800, 3600))
         # Subscribing may raise 410 Expired; as kube-apiserver does, that goes out as an ERROR event in a 200.
         try:
             watcher, initial = self.api.store.watch(rtype.storage_key, namespace=t.namespace, predicate=pred,
                                                     since=since)
+            initial_rv = self.api.store.revision  # taken with the subscription, before any await
         except errors.ApiError as e:
             if e.code != 410:
                 raise
@@ -370,8 +408,9 @@ class ApiServer:
             data = st.data if conv is None else orjson.dumps(conv(st.obj))
             return b'{"type":"' + etype.encode() + b'","object":' + data + b"}\n"
 
-        def bookmark(extra: dict[str, Any] | None = None) -> bytes:
-            meta: dict[str, Any] = {"resourceVersion": str(self.api.store.revision), "creationTimestamp": None}
+        def bookmark(rv: int, extra: dict[str, Any] | None = None) -> bytes:
+            # Shaped as kube-apiserver 1.36 sends it: kind, apiVersion and metadata with only these keys.
+            meta: dict[str, Any] = {"resourceVersion": str(rv)}
             if extra:
                 meta["annotations"] = extra
             obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
@@ -382,7 +421,7 @@ class ApiServer:
         try:
             chunk = b"".join(encode(et, st) for et, st in initial)
             if send_initial == "true" and bookmarks:
-                chunk += bookmark({"k8s.io/initial-events-end": "true"})
+                chunk += bookmark(initial_rv, {"k8s.io/initial-events-end": "true"})
             if chunk:
                 await resp.write(chunk)
             next_bookmark = time.monotonic() + self.bookmark_interval
@@ -402,11 +441,12 @@ class ApiServer:
                     items = watcher.drain()
                     if items:
                         await resp.write(b"".join(encode(et, st) for et, st in items))
-                if bookmarks and time.monotonic() >= next_bookmark:
-                    await resp.write(bookmark())
+                if bookmarks and time.monotonic() >= next_bookmark and not watcher.buffer:
+                    await resp.write(bookmark(self.api.store.revision))
                     next_bookmark = time.monotonic() + self.bookmark_interval
             if bookmarks and not watcher.closed:
-                await resp.write(bookmark())
+                items = watcher.drain()
+                await resp.write(b"".join(encode(et, st) for et, st in items) + bookmark(self.api.store.revision))
             await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             pass

@@ -134,14 +134,20 @@ class SimulatedKubelets:
     # -- registration -----------------------------------------------------------------------------------
 
     def register_nodes(self, names: Iterable[str], shape: NodeShape, zones: int = ZONES_DEFAULT) -> None:
-        """Create the Node objects and their leases (synchronously: 5,000 nodes take well under a second)."""
+        """Create the Node objects and their leases, synchronously.
+
+        Every node is stamped from one template, so the first node and lease are validated and the rest skip
+        validation (half the cost of registering 5,000 nodes).
+        """
+        validated = False
         for name in names:
             index = len(self._nodes)
             existing = self.api.store.get(self._nodes_t.storage_key, ("", name))
             if existing is None:
-                self.api.create(self._nodes_t, node_object(index, name, shape, zones), None)
+                self.api.create(self._nodes_t, node_object(index, name, shape, zones), None, trusted=validated)
             self._nodes[name] = index
-            self._renew_lease(name)
+            self._renew_lease(name, trusted=validated)
+            validated = True
 
     def adopt_existing(self) -> None:
         """Take over Node objects created through the API with the simulated annotation."""
@@ -244,7 +250,7 @@ class SimulatedKubelets:
 
     # -- actions ------------------------------------------------------------------------------------------
 
-    def _renew_lease(self, node: str) -> None:
+    def _renew_lease(self, node: str, *, trusted: bool = False) -> None:
         existing = self.api.store.get(self._leases_t.storage_key, ("kube-node-lease", node))
         spec = {"holderIdentity": node, "leaseDurationSeconds": self.lease_duration, "renewTime": now_micro()}
         if existing is None:
@@ -256,6 +262,7 @@ class SimulatedKubelets:
                 self._leases_t,
                 {"metadata": {"name": node, "namespace": "kube-node-lease", "ownerReferences": owner}, "spec": spec},
                 "kube-node-lease",
+                trusted=trusted,
             )
             return
         new = dict(existing.obj)

@@ -61,6 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kube-api-qps", type=float, default=None, help="deprecated: use clientConnection.qps")
     p.add_argument("--kube-api-burst", type=int, default=None, help="deprecated: use clientConnection.burst")
     p.add_argument("--seed", type=int, default=None, help="seed the tie-breaking among equally scored nodes")
+    p.add_argument("--explain", action="store_true",
+                   help="keep recent decisions with per-plugin scores, served at /debug/decisions (kubesched)")
     p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity (klog levels)")
 
 
@@ -73,8 +75,10 @@ def _setup_logging(verbosity: int) -> None:
 
 def load_effective_config(args: argparse.Namespace) -> Any:
     """The configuration file (or defaults) with the command-line overrides upstream applies."""
+    from kubesched import loadaware
     from kubesched.scheduler.config import default_config, load_config
-    registry = None  # in-tree plugins are built in; out-of-tree ones (Dynamic) register here
+
+    registry = loadaware.PLUGIN_SPECS  # in-tree plugins are built in; out-of-tree ones (Dynamic) add theirs
     config = load_config(args.config, plugin_registry=registry) if args.config else default_config(
         plugin_registry=registry
     )
@@ -152,7 +156,13 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
     client = ApiClient(client_config)
     metrics = SchedulerMetrics()
     try:
-        sched = Scheduler(config, client, metrics=metrics, seed=args.seed, identity=identity)
+        from kubesched import loadaware
+        from kubesched.scheduler.plugins import in_tree_registry
+
+        plugins = in_tree_registry()
+        loadaware.register(plugins)
+        sched = Scheduler(config, client, registry=plugins, metrics=metrics, seed=args.seed, identity=identity,
+                          explain=args.explain)
     except (KeyError, ValueError) as e:
         await client.close()
         print(f"kubesched scheduler: cannot build the scheduling profiles: {e}", file=sys.stderr)
@@ -167,6 +177,8 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
             metrics=metrics,
             configz=lambda: _configz(config),
         )
+        if sched.decisions is not None:
+            server.add_json_route("/debug/decisions", lambda: {"decisions": sched.decisions.snapshot()})
         await server.start()
         log.info("serving securely on %s:%s", args.bind_address, server.port)
     stop = asyncio.Event()
@@ -190,6 +202,7 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
             await asyncio.wait({run_task, stopper}, return_when=asyncio.FIRST_COMPLETED)
             return 0
         lost = asyncio.Event()
+        log.info("candidate %s for the leader lease %s/%s", identity, le.resource_namespace, le.resource_name)
         elector = LeaderElector(
             client,
             namespace=le.resource_namespace,

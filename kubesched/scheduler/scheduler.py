@@ -15,6 +15,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from kubesched.client.events import EventRecorder
@@ -22,6 +23,7 @@ from kubesched.client.informer import Informer
 from kubesched.client.rest import ApiClient, ApiError
 from kubesched.scheduler.cache import Cache
 from kubesched.scheduler.config import SchedulerConfiguration
+from kubesched.scheduler.decisions import DecisionLog
 from kubesched.scheduler.framework.interface import ClusterEvent, Code, CycleState, Status
 from kubesched.scheduler.framework.registry import Handle, Registry
 from kubesched.scheduler.framework.runtime import Framework, fit_error_message
@@ -36,6 +38,13 @@ from kubesched.scheduler.queue import (
 log = logging.getLogger("kubesched.scheduler")
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+# Reasons of the PodScheduled=False condition (v1.PodReasonUnschedulable, v1.PodReasonSchedulerError).
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+
+
+def _now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Lister:
@@ -79,6 +88,7 @@ class Scheduler:
         seed: int | None = None,
         identity: str = "",
         on_scheduled: Callable[[PodInfo, str], None] | None = None,
+        explain: bool = False,
     ) -> None:
         self.config = config
         self.client = client
@@ -86,9 +96,12 @@ class Scheduler:
         self.cache = Cache()
         self.identity = identity or socket.gethostname()
         self.on_scheduled = on_scheduled
+        self.decisions: DecisionLog | None = DecisionLog() if explain else None
         self.informers: dict[str, Informer] = {}
         self.lister = Lister(self.informers)
         self._bind_tasks: set[asyncio.Task[None]] = set()
+        # PodScheduled=False status writes in flight, by pod uid; a binding waits for its pod's write to land.
+        self._condition_writes: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
         self.recorders: dict[str, EventRecorder] = {}
         registry = registry or in_tree_registry()
@@ -105,7 +118,10 @@ class Scheduler:
         for profile in config.profiles:
             recorder = None
             if client is not None:
-                recorder = EventRecorder(client, profile.scheduler_name, f"{profile.scheduler_name}-{self.identity}")
+                # As client-go's events recorder: reportingInstance is "<controller>-<hostname>".
+                recorder = EventRecorder(
+                    client, profile.scheduler_name, f"{profile.scheduler_name}-{socket.gethostname()}"
+                )
                 self.recorders[profile.scheduler_name] = recorder
             fw_handle = Handle(
                 cache=handle.cache,
@@ -278,7 +294,7 @@ class Scheduler:
         self._stopping = True
         if self.queue is not None:
             self.queue.close()
-        for t in list(self._bind_tasks):
+        for t in [*self._bind_tasks, *self._condition_writes.values()]:
             t.cancel()
         for inf in self.informers.values():
             await inf.stop()
@@ -294,8 +310,11 @@ class Scheduler:
             return
         start = time.perf_counter()
         state = CycleState()
-        result = fw.schedule(state, pi)
+        result = fw.schedule(state, pi, record_scores=self.decisions is not None)
         algo = time.perf_counter() - start
+        if self.decisions is not None:
+            self.decisions.record(pi.key, result.node, profile=fw.scheduler_name, message=result.status.message(),
+                                  filtered=result.filtered, scores=result.scores, total_scores=result.total_scores)
         self.metrics.observe_algorithm(algo)
         if result.node is None:
             await self._handle_failure(fw, qpi, state, result.status, result.diagnosis, start)
@@ -329,6 +348,10 @@ class Scheduler:
     ) -> None:
         assert self.queue is not None
         pi = qpi.pod_info
+        pending_write = self._condition_writes.get(pi.uid)
+        if pending_write is not None:
+            # Else a late "PodScheduled=False" could land on the pod after it is bound.
+            await asyncio.gather(pending_write, return_exceptions=True)
         s = await fw.run_pre_bind(state, assumed, node)
         if s.ok:
             s = await fw.run_bind(state, assumed, node)
@@ -336,9 +359,12 @@ class Scheduler:
             fw.run_unreserve(state, assumed, node)
             self.cache.forget(pi.uid)
             if await self._already_bound_elsewhere(pi):
+                log.info("pod %s was bound by someone else or is gone; not retrying: %s", pi.key, s.message())
                 self.queue.done(pi.uid)
                 return
-            self._record(fw, pi.pod, "Warning", "FailedScheduling", "Scheduling", f"Binding rejected: {s.message()}")
+            message = f"Binding rejected: {s.message()}"
+            self._record(fw, pi.pod, "Warning", "FailedScheduling", "Scheduling", message)
+            self._set_unschedulable_condition(pi, REASON_SCHEDULER_ERROR, message)
             self.metrics.observe_attempt("error", fw.scheduler_name, time.perf_counter() - start)
             qpi.unschedulable_plugins = set()
             self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
@@ -399,7 +425,54 @@ class Scheduler:
                 qpi.unschedulable_plugins = set(diagnosis.plugins) if diagnosis.plugins else set()
         self.metrics.observe_attempt(result, fw.scheduler_name, time.perf_counter() - start)
         self._record(fw, pi.pod, "Warning", "FailedScheduling", "Scheduling", message)
+        reason = REASON_SCHEDULER_ERROR if result == "error" else REASON_UNSCHEDULABLE
+        self._set_unschedulable_condition(pi, reason, message)
         self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+
+    def _set_unschedulable_condition(self, pi: PodInfo, reason: str, message: str) -> None:
+        """Upstream ``updatePod``: write ``PodScheduled=False`` with the reason and the FailedScheduling message
+        into the pod's status (what ``kubectl describe`` and cluster autoscalers read), off the scheduling cycle,
+        unless the pod already says exactly that."""
+        if self.client is None:
+            return
+        current = next(
+            (c for c in (pi.pod.get("status") or {}).get("conditions") or () if c.get("type") == "PodScheduled"),
+            None,
+        )
+        if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == (
+            "False", reason, message
+        ):
+            return
+        changed_at = (current or {}).get("lastTransitionTime") if (current or {}).get("status") == "False" else None
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "lastProbeTime": None,
+            "lastTransitionTime": changed_at or _now_rfc3339(),
+            "reason": reason,
+            "message": message,
+        }
+        task = asyncio.create_task(self._patch_condition(pi, condition), name=f"PodScheduled of {pi.key}")
+        self._condition_writes[pi.uid] = task
+
+        def forget(t: asyncio.Task[None]) -> None:
+            if self._condition_writes.get(pi.uid) is t:
+                del self._condition_writes[pi.uid]
+
+        task.add_done_callback(forget)
+
+    async def _patch_condition(self, pi: PodInfo, condition: dict[str, Any]) -> None:
+        assert self.client is not None
+        try:
+            await self.client.patch(
+                "v1", "pods", pi.name, {"status": {"conditions": [condition]}},
+                namespace=pi.namespace, subresource="status", patch_type="strategic",
+            )
+        except ApiError as e:
+            if not e.is_not_found():
+                log.warning("updating the PodScheduled condition of %s failed: %s", pi.key, e)
+        except Exception as e:  # connection trouble: the next attempt writes it again
+            log.warning("updating the PodScheduled condition of %s failed: %s", pi.key, e)
 
     def _record(self, fw: Framework, pod: dict[str, Any], etype: str, reason: str, action: str, note: str) -> None:
         rec = self.recorders.get(fw.scheduler_name)

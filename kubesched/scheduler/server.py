@@ -159,6 +159,7 @@ class SecureServer:
         self.cert_dir = Path(cert_dir) if cert_dir is not None else None
         self.metrics = metrics
         self._configz = configz
+        self._json_routes: dict[str, Callable[[], Any]] = {}
         self._checks: dict[str, list[_NamedCheck]] = {e: [] for e in ENDPOINTS}
         self._handler_sync_check = handler_sync_check
         self._handlers_synced = False
@@ -180,6 +181,10 @@ class SecureServer:
                 if any(c.name == name for c in checks):
                     raise ValueError(f"{endpoint} check {name!r} already added")
                 checks.append(_NamedCheck(name, fn))
+
+    def add_json_route(self, path: str, fn: Callable[[], Any]) -> None:
+        """Serve ``fn()`` as JSON at ``path`` (debug endpoints; register before ``start``)."""
+        self._json_routes[path] = fn
 
     def set_configz(self, config: Any) -> None:
         """The effective configuration for /configz: JSON-ready data, a dataclass, or a zero-argument callable."""
@@ -216,11 +221,20 @@ class SecureServer:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/configz", self._configz_handler)
+        for path, fn in self._json_routes.items():
+            app.router.add_get(path, self._json_handler(fn))
         for endpoint in ENDPOINTS:
             app.router.add_get(f"/{endpoint}", self._root_health(endpoint))
             app.router.add_get(f"/{endpoint}/{{check}}", self._single_health(endpoint))
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         return app
+
+    @staticmethod
+    def _json_handler(fn: Callable[[], Any]) -> Callable[[web.Request], Any]:
+        async def handler(request: web.Request) -> web.Response:
+            return web.Response(body=orjson.dumps(fn()), content_type="application/json")
+
+        return handler
 
     async def start(self) -> None:
         context = self._ssl_context()

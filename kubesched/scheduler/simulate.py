@@ -1,34 +1,74 @@
 """``kubesched simulate``: schedule the pending pods of a cluster dump offline and explain every decision.
 
-Reads nodes and pods (a YAML stream, or a ``v1 List`` as ``kubectl get nodes,pods -A -o yaml`` prints), loads the
-scheduler configuration, and runs every pod without ``spec.nodeName`` whose ``schedulerName`` a profile serves
-through the very same framework code as the live scheduler — in queue order, each placement counting against the
-next — with no API server involved. Output is JSON (``-o json``) or a table for a person.
+Reads nodes and pods (a YAML/JSON stream, or a ``v1 List`` as ``kubectl get nodes,pods -A -o yaml`` prints;
+Services, ReplicaSets, StatefulSets, ReplicationControllers, Namespaces, PodDisruptionBudgets and
+PriorityClasses in the same file are used as the live scheduler's listers would), loads the scheduler
+configuration, and runs every pod without ``spec.nodeName`` whose ``schedulerName`` a profile serves through
+the very same framework code as the live scheduler, with no API server involved:
+
+- queue order is the QueueSort plugin's (PrioritySort: higher priority first), pods of equal priority in
+  creation order (``metadata.creationTimestamp``; pods without one come last, in file order);
+- bound, non-terminal pods count against their nodes; each placement counts against the next pods;
+- a pod that fits nowhere gets upstream's FailedScheduling message (PostFilter reasons included). When
+  preemption nominates a node, its victims leave the cluster at once and the pod is tried again right away,
+  as the live scheduler does once the deletions are observed (the nominated node first, without scoring);
+- ``--seed`` seeds the random tie-breaking among equally scored nodes (and preemption's candidate offset).
+
+Output (``-o json``): ``{"placements": [{"pod", "node", "message" (only when not placed), "filtered",
+"scores"}, ...]}`` in scheduling order; ``scores[node][plugin]`` is the normalized score times the plugin's
+weight, ``scores[node]["total"]`` their sum; nodes are listed by name. Two optional keys tell about
+preemption: ``nominatedNode`` (the node preemption nominated the pod to, or the nomination it came with) and
+``preempted`` (the victims, ``ns/name``, evicted for it). ``-o table`` shows the same for a person.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import yaml
 
+if TYPE_CHECKING:
+    from kubesched.scheduler.config import SchedulerConfiguration
+    from kubesched.scheduler.podinfo import PodInfo
+
 Obj = dict[str, Any]
+
+# Built-in PriorityClasses every API server has (scheduling.k8s.io).
+SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+# Workload kinds PodTopologySpread's default constraints look up (ownerReferences), by kind.
+WORKLOAD_KINDS = ("ReplicaSet", "StatefulSet", "ReplicationController")
+
+
+class SimulationError(ValueError):
+    """The simulation cannot run as asked; the message says what to fix."""
+
+
+class ClusterDumpError(SimulationError):
+    """The cluster file cannot be simulated as given."""
+
+
+# --- output -------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class Placement:
+    """One pod's outcome: ``node`` None when it fits nowhere (``message`` says why)."""
+
     pod: str
     node: str | None
     message: str = ""
     filtered: dict[str, list[str]] = field(default_factory=dict)
     scores: dict[str, dict[str, int]] = field(default_factory=dict)
     nominated: str | None = None
+    preempted: list[str] = field(default_factory=list)
 
     def to_json(self) -> Obj:
         out: Obj = {"pod": self.pod, "node": self.node}
@@ -36,95 +76,325 @@ class Placement:
             out["message"] = self.message
         if self.nominated:
             out["nominatedNode"] = self.nominated
+        if self.preempted:
+            out["preempted"] = list(self.preempted)
         out["filtered"] = self.filtered
         out["scores"] = self.scores
         return out
 
 
+def placements_json(placements: Iterable[Placement]) -> Obj:
+    return {"placements": [p.to_json() for p in placements]}
+
+
+# --- reading the dump ---------------------------------------------------------------------------------------
+
+
 def read_objects(path: str | Path) -> list[Obj]:
-    """Every object in a YAML/JSON stream, with ``v1 List`` (and ``*List``) items flattened."""
-    text = sys.stdin.read() if str(path) == "-" else Path(path).read_text()
-    out: list[Obj] = []
+    """Every object in a YAML/JSON stream, with ``v1 List`` (and ``PodList``, ...) items flattened.
+
+    Items of a typed list (``PodList``) may omit ``kind``, as the API server's list responses do.
+    Raises ``ClusterDumpError`` for malformed YAML or documents that are not Kubernetes objects, ``OSError``
+    when the file cannot be read.
+    """
+    text = sys.stdin.read() if str(path) == "-" else Path(path).read_text(encoding="utf-8")
     try:
         docs = list(yaml.safe_load_all(text))
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ClusterDumpError(f"{path}: not valid YAML: {where}{e.problem or e}") from None
     except yaml.YAMLError as e:
-        raise ValueError(f"{path}: not valid YAML: {e}") from None
-    stack = [d for d in docs if d]
+        raise ClusterDumpError(f"{path}: not valid YAML: {e}") from None
+    out: list[Obj] = []
+    stack: list[tuple[Any, str]] = [(d, f"document {i + 1}") for i, d in enumerate(docs) if d is not None]
     while stack:
-        doc = stack.pop(0)
+        doc, where = stack.pop(0)
         if not isinstance(doc, dict):
-            raise ValueError(f"{path}: expected Kubernetes objects, found {type(doc).__name__}")
-        if doc.get("kind", "").endswith("List") and isinstance(doc.get("items"), list):
-            stack[0:0] = [i for i in doc["items"] if i]
+            raise ClusterDumpError(
+                f"{path}: {where}: expected a Kubernetes object, found {type(doc).__name__}"
+            )
+        kind = doc.get("kind")
+        if not isinstance(kind, str) or not kind:
+            raise ClusterDumpError(f"{path}: {where}: the object has no kind")
+        if kind.endswith("List") and "items" in doc:
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise ClusterDumpError(f"{path}: {where}: items of a {kind} must be a list")
+            item_kind = kind[: -len("List")]
+            typed = [
+                (
+                    {**item, "kind": item_kind}
+                    if item_kind and isinstance(item, dict) and "kind" not in item
+                    else item,
+                    f"{where}, item {j + 1}",
+                )
+                for j, item in enumerate(items)
+                if item is not None
+            ]
+            stack[0:0] = typed
             continue
         out.append(doc)
     return out
 
 
-def _normalize_pod(pod: Obj, index: int) -> Obj:
-    """What the API server would have filled in, so a hand-written pod behaves like a stored one."""
-    pod = dict(pod)
-    meta = dict(pod.get("metadata") or {})
+def _name_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _namespace_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "default")
+
+
+def _check_quantities(where: str, amounts: Any, path: str) -> None:
+    from kubesched.scheduler.resources import parse_quantity
+
+    if amounts is None:
+        return
+    if not isinstance(amounts, Mapping):
+        raise ClusterDumpError(f"{where}: {path} must be a mapping of resource name to quantity")
+    for name, value in amounts.items():
+        try:
+            parse_quantity(value)
+        except (ValueError, ZeroDivisionError):
+            raise ClusterDumpError(f"{where}: {path}.{name}: invalid quantity {value!r}") from None
+
+
+def _check_pod(pod: Mapping[str, Any], key: str) -> None:
+    spec = pod.get("spec")
+    if (
+        not isinstance(spec, Mapping)
+        or not isinstance(spec.get("containers"), list)
+        or not spec["containers"]
+    ):
+        raise ClusterDumpError(f"pod {key}: spec.containers must list at least one container")
+    for group in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(group) or ()):
+            if not isinstance(c, Mapping):
+                raise ClusterDumpError(f"pod {key}: spec.{group}[{i}] must be a mapping")
+            resources = c.get("resources") or {}
+            for part in ("requests", "limits"):
+                _check_quantities(f"pod {key}", resources.get(part), f"spec.{group}[{i}].resources.{part}")
+    overhead = spec.get("overhead")
+    _check_quantities(f"pod {key}", overhead, "spec.overhead")
+
+
+def _check_node(node: Mapping[str, Any], name: str) -> None:
+    status = node.get("status") or {}
+    if not isinstance(status, Mapping):
+        raise ClusterDumpError(f"node {name}: status must be a mapping")
+    for part in ("capacity", "allocatable"):
+        _check_quantities(f"node {name}", status.get(part), f"status.{part}")
+    if not status.get("allocatable") and not status.get("capacity"):
+        raise ClusterDumpError(f"node {name}: status.allocatable (or status.capacity) is required")
+
+
+@dataclass
+class ClusterDump:
+    """The objects of a dump, checked and completed as the API server would have stored them."""
+
+    nodes: list[Obj]
+    pods: list[Obj]  # in file order
+    others: dict[str, list[Obj]]  # kind -> objects (Services, Namespaces, ...)
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[Mapping[str, Any]]) -> ClusterDump:
+        nodes: list[Obj] = []
+        pods: list[Mapping[str, Any]] = []
+        others: dict[str, list[Obj]] = {}
+        node_names: set[str] = set()
+        for obj in objects:
+            kind = obj.get("kind")
+            if kind == "Node":
+                name = _name_of(obj)
+                if not name:
+                    raise ClusterDumpError("a Node has no metadata.name")
+                if name in node_names:
+                    raise ClusterDumpError(f"node {name} appears more than once")
+                node_names.add(name)
+                _check_node(obj, name)
+                nodes.append(_normalize_node(obj))
+            elif kind == "Pod":
+                pods.append(obj)
+            else:
+                others.setdefault(str(kind), []).append(dict(obj))
+        classes = _priority_classes(others.get("PriorityClass", ()))
+        keys: set[str] = set()
+        normalized: list[Obj] = []
+        for i, pod in enumerate(pods):
+            name = _name_of(pod)
+            if not name:
+                raise ClusterDumpError(f"pod #{i + 1} in the file has no metadata.name")
+            key = f"{_namespace_of(pod)}/{name}"
+            if key in keys:
+                raise ClusterDumpError(f"pod {key} appears more than once")
+            keys.add(key)
+            _check_pod(pod, key)
+            normalized.append(_normalize_pod(pod, i, classes))
+        return cls(nodes, normalized, others)
+
+
+def _priority_classes(objs: Iterable[Mapping[str, Any]]) -> dict[str, Obj]:
+    classes: dict[str, Obj] = {
+        name: {"value": value, "preemptionPolicy": "PreemptLowerPriority"}
+        for name, value in SYSTEM_PRIORITY_CLASSES.items()
+    }
+    for obj in objs:
+        classes[_name_of(obj)] = {
+            "value": int(obj.get("value") or 0),
+            "preemptionPolicy": obj.get("preemptionPolicy") or "PreemptLowerPriority",
+            "globalDefault": bool(obj.get("globalDefault")),
+        }
+    return classes
+
+
+def _normalize_pod(pod: Mapping[str, Any], index: int, classes: Mapping[str, Obj]) -> Obj:
+    """What the API server (defaulting, Priority admission) would have filled in for a hand-written pod."""
+    out = dict(pod)
+    meta = dict(out.get("metadata") or {})
     meta.setdefault("namespace", "default")
-    meta.setdefault("uid", f"sim-{index}-{meta.get('namespace')}-{meta.get('name')}")
-    meta.setdefault("creationTimestamp", f"2000-01-01T00:00:{index % 60:02d}Z")
-    pod["metadata"] = meta
-    spec = dict(pod.get("spec") or {})
+    meta.setdefault("uid", f"simulated-{index}-{meta['namespace']}-{meta.get('name')}")
+    out["metadata"] = meta
+    spec = dict(out.get("spec") or {})
     spec.setdefault("schedulerName", "default-scheduler")
-    pod["spec"] = spec
-    return pod
+    if spec.get("priority") is None:
+        class_name = spec.get("priorityClassName")
+        chosen: Mapping[str, Any] | None = None
+        if class_name:
+            chosen = classes.get(class_name)
+            if chosen is None:
+                key = f"{meta['namespace']}/{meta.get('name')}"
+                raise ClusterDumpError(f'pod {key}: no PriorityClass with name "{class_name}" was found')
+        else:
+            chosen = next((c for c in classes.values() if c.get("globalDefault")), None)
+        if chosen is not None:
+            spec["priority"] = chosen["value"]
+            spec.setdefault("preemptionPolicy", chosen["preemptionPolicy"])
+    out["spec"] = spec
+    return out
 
 
-def _normalize_node(node: Obj) -> Obj:
-    node = dict(node)
-    status = dict(node.get("status") or {})
-    if "allocatable" not in status and "capacity" in status:
+def _normalize_node(node: Mapping[str, Any]) -> Obj:
+    out = dict(node)
+    status = dict(out.get("status") or {})
+    if not status.get("allocatable") and status.get("capacity"):
         status["allocatable"] = status["capacity"]
-    node["status"] = status
-    return node
+    out["status"] = status
+    return out
 
 
-async def simulate(config: Any, objects: list[Obj], *, seed: int | None = None) -> list[Placement]:
+class DumpLister:
+    """The listers the live scheduler shares with plugins (namespaces, workloads, PDBs), over the dump."""
+
+    def __init__(self, others: Mapping[str, list[Obj]]) -> None:
+        self._others = others
+        self._namespaces = {_name_of(ns): ns for ns in others.get("Namespace", ())}
+        self._workloads = {
+            (kind, _namespace_of(o), _name_of(o)): o for kind in WORKLOAD_KINDS for o in others.get(kind, ())
+        }
+
+    def get(self, kind: str, namespace: str | None = None, name: str | None = None) -> Obj | None:
+        # get(name) for namespaces, get(kind, namespace, name) for workloads.
+        if namespace is None and name is None:
+            return self._namespaces.get(kind)
+        return self._workloads.get((kind, namespace or "default", name or ""))
+
+    def list(self) -> list[Obj]:
+        return list(self._namespaces.values())
+
+    def services(self, namespace: str) -> list[Obj]:
+        return [s for s in self._others.get("Service", ()) if _namespace_of(s) == namespace]
+
+    def pdbs(self) -> list[Obj]:
+        return list(self._others.get("PodDisruptionBudget", ()))
+
+
+# --- the simulation -----------------------------------------------------------------------------------------
+
+
+def _queue_time(pi: PodInfo) -> float:
+    created = (pi.pod.get("metadata") or {}).get("creationTimestamp")
+    return pi.creation_ts if created else math.inf
+
+
+async def simulate(
+    config: SchedulerConfiguration, objects: Iterable[Mapping[str, Any]], *, seed: int | None = None
+) -> list[Placement]:
+    """Schedule the dump's pending pods in queue order; one ``Placement`` per pod tried, in that order.
+
+    Raises ``ClusterDumpError`` when the objects cannot be simulated (missing names, bad quantities, ...),
+    ``SimulationError`` when a profile's plugins cannot be built.
+    """
     from kubesched.scheduler.cache import Cache
-    from kubesched.scheduler.framework.interface import CycleState
+    from kubesched.scheduler.framework.interface import Code, CycleState, Status
     from kubesched.scheduler.framework.registry import Handle
     from kubesched.scheduler.framework.runtime import Framework, fit_error_message
     from kubesched.scheduler.plugins import in_tree_registry
     from kubesched.scheduler.podinfo import QueuedPodInfo
     from kubesched.scheduler.queue import Nominator
 
+    dump = ClusterDump.from_objects(objects)
+    lister = DumpLister(dump.others)
     cache = Cache()
     nominator = Nominator()
-    handle = Handle(cache=cache, client=None, nominator=nominator, parallelism=config.parallelism,
-                    shared={} if seed is None else {"seed": seed})
-    registry = in_tree_registry()
-    frameworks = {
-        p.scheduler_name: Framework.from_profile(
-            p, registry, handle, percentage_of_nodes_to_score=config.percentage_of_nodes_to_score or None, seed=seed
-        )
-        for p in config.profiles
+    placements: list[Placement] = []
+    victims_of: dict[str, list[str]] = {}  # preemptor uid -> victims (ns/name)
+
+    def evict(victim: PodInfo, preemptor: PodInfo, node: str) -> None:
+        # Offline, a victim's deletion is observed at once.
+        cache.on_pod_delete(victim.pod)
+        nominator.delete_nominated(victim.uid)
+        victims_of.setdefault(preemptor.uid, []).append(victim.key)
+
+    shared: dict[str, Any] = {
+        "namespaces": lister,
+        "workloads": lister,
+        "pdbs": lister,
+        "preemption_evict": evict,
     }
-    nodes = [_normalize_node(o) for o in objects if o.get("kind") == "Node"]
-    pods = [_normalize_pod(o, i) for i, o in enumerate(objects) if o.get("kind") == "Pod"]
-    for n in nodes:
-        cache.on_node_add(n)
+    if seed is not None:
+        shared["seed"] = seed
+    handle = Handle(
+        cache=cache, client=None, nominator=nominator, parallelism=config.parallelism, shared=shared
+    )
+    registry = in_tree_registry()
+    from kubesched import loadaware
+
+    loadaware.register(registry)
+    frameworks: dict[str, Framework] = {}
+    for profile in config.profiles:
+        try:
+            frameworks[profile.scheduler_name] = Framework.from_profile(
+                profile,
+                registry,
+                handle,
+                percentage_of_nodes_to_score=config.percentage_of_nodes_to_score or None,
+                seed=seed,
+            )
+        except (KeyError, TypeError, ValueError) as e:  # a plugin missing or refusing its arguments
+            raise SimulationError(f"profile {profile.scheduler_name}: {e}") from None
+
+    for node in dump.nodes:
+        cache.on_node_add(node)
     pending: list[QueuedPodInfo] = []
-    for order, p in enumerate(pods):
-        if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+    for pod in dump.pods:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        if (p.get("spec") or {}).get("nodeName"):
-            cache.on_pod_add(p)
+        if (pod.get("spec") or {}).get("nodeName"):
+            cache.on_pod_add(pod)
             continue
-        pi = cache.pod_info(p)
+        pi = cache.pod_info(pod)
         if pi.scheduler_name in frameworks and pi.deletion_ts is None:
-            pending.append(QueuedPodInfo(pi, timestamp=float(order)))
+            pending.append(QueuedPodInfo(pi, timestamp=_queue_time(pi)))
+            if pi.nominated_node_name:
+                nominator.add_nominated(pi)  # as the queue does for a pod nominated by an earlier preemption
     if not pending:
         return []
     first = next(iter(frameworks.values()))
-    pending.sort(key=first.queue_sort_key)
-    placements: list[Placement] = []
-    retried: set[str] = set()
+    pending.sort(key=first.queue_sort_key)  # stable: file order breaks the remaining ties
+
     queue = list(pending)
+    retried: set[str] = set()
     while queue:
         qpi = queue.pop(0)
         pi = qpi.pod_info
@@ -135,94 +405,202 @@ async def simulate(config: Any, objects: list[Obj], *, seed: int | None = None) 
             continue
         state = CycleState()
         result = fw.schedule(state, pi, record_scores=True)
-        filtered = result.filtered or {}
+        filtered = dict(sorted((result.filtered or {}).items()))
+        nominated = nominator.nominated_node(pi.uid)
         if result.node is None:
             message = result.status.message()
-            nominated = None
-            if result.diagnosis is not None and result.status.code != 1 and fw.has_post_filter_plugins:
-                nominated, pf = await fw.run_post_filter(state, pi, result.diagnosis)
-                message = fit_error_message(cache.table.num_nodes, result.diagnosis, ", ".join(pf.reasons))
-                if nominated:
-                    nominator.add_nominated(pi, nominated)
+            is_fit_error = result.status.code != Code.ERROR and cache.table.num_nodes > 0
+            if is_fit_error and fw.has_post_filter_plugins:
+                nominated_now, pf = await fw.run_post_filter(state, pi, result.diagnosis)
+                if pf.code == Code.ERROR:
+                    message = pf.message()
+                else:
+                    message = fit_error_message(
+                        cache.table.num_nodes, result.diagnosis, ", ".join(pf.reasons)
+                    )
+                if nominated_now:
+                    nominated = nominated_now
+                    nominator.add_nominated(pi, nominated_now)
                     if pi.uid not in retried:
-                        # Offline, the victims are gone at once: try again right away, as the live
-                        # scheduler does once their deletions are observed.
+                        # The victims are gone already: try again at once, as the live scheduler does when
+                        # their deletions arrive; the pod now carries its nominated node, as after the patch.
                         retried.add(pi.uid)
-                        queue.insert(0, qpi)
+                        queue.insert(
+                            0, QueuedPodInfo(_with_nominated_node(cache, pi, nominated_now), qpi.timestamp)
+                        )
                         continue
-            placements.append(Placement(pi.key, None, message, filtered, {}, nominated))
+            placements.append(
+                Placement(pi.key, None, message, filtered, {}, nominated, victims_of.get(pi.uid, []))
+            )
             continue
+
         node = result.node
         assumed = cache.assume(pi, node)
-        s = fw.run_reserve(state, assumed, node)
-        if not s.ok:
+        status = fw.run_reserve(state, assumed, node)
+        if status.ok:
+            # Offline nothing can be waited for: only a Permit rejection counts.
+            status, _ = fw.run_permit(state, assumed, node)
+            if status.code == Code.WAIT:
+                status = Status.success()
+        if not status.ok:
             fw.run_unreserve(state, assumed, node)
             cache.forget(pi.uid)
-            placements.append(Placement(pi.key, None, s.message(), filtered))
+            placements.append(
+                Placement(pi.key, None, status.message(), filtered, {}, nominated, victims_of.get(pi.uid, []))
+            )
             continue
+        # PreBind/Bind need the API server; offline the pod simply stays assumed on its node.
         fw.run_post_bind(state, assumed, node)
         nominator.delete_nominated(pi.uid)
         scores: dict[str, dict[str, int]] = {}
-        for name, per_plugin in (result.scores or {}).items():
+        for name, per_plugin in sorted((result.scores or {}).items()):
             entry = dict(per_plugin)
             entry["total"] = (result.total_scores or {}).get(name, sum(per_plugin.values()))
             scores[name] = entry
-        placements.append(Placement(pi.key, node, "", filtered, scores))
+        placements.append(
+            Placement(pi.key, node, "", filtered, scores, nominated, victims_of.get(pi.uid, []))
+        )
     return placements
+
+
+def _with_nominated_node(cache: Any, pi: PodInfo, node: str) -> PodInfo:
+    pod = dict(pi.pod)
+    pod["status"] = {**(pod.get("status") or {}), "nominatedNodeName": node}
+    return cache.pod_info(pod)
+
+
+# --- command line -------------------------------------------------------------------------------------------
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return n
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="KubeSchedulerConfiguration file (default: the v1 default profile)")
-    p.add_argument("--cluster", required=True,
-                   help="nodes and pods: a YAML stream or a v1 List (kubectl get nodes,pods -A -o yaml); - for stdin")
-    p.add_argument("--seed", type=int, default=None, help="seed for random tie-breaking (reproducible output)")
+    p.add_argument(
+        "--cluster",
+        required=True,
+        help="nodes and pods: a YAML stream or a v1 List (kubectl get nodes,pods -A -o yaml); - for stdin",
+    )
+    p.add_argument(
+        "--seed", type=int, default=None, help="seed for random tie-breaking (reproducible output)"
+    )
     p.add_argument("-o", "--output", choices=("json", "table"), default="table")
-    p.add_argument("--top", type=int, default=3, help="nodes to show per pod in the table (default 3)")
+    p.add_argument(
+        "--top", type=_positive_int, default=3, help="nodes to show per pod in the table (default 3)"
+    )
+
+
+def _fail(what: str, detail: Any) -> int:
+    print(f"kubesched simulate: {what}: {detail}", file=sys.stderr)
+    return 1
 
 
 def run(args: argparse.Namespace) -> int:
-    from kubesched.scheduler.config import default_config, load_config
+    from kubesched.scheduler.config import ConfigError, default_config, load_config
 
     try:
-        config = load_config(args.config) if args.config else default_config()
-    except Exception as e:
-        print(f"kubesched simulate: invalid configuration: {e}", file=sys.stderr)
-        return 1
+        from kubesched import loadaware
+
+        specs = loadaware.PLUGIN_SPECS
+        config = load_config(Path(args.config), plugin_registry=specs) if args.config else default_config(
+            plugin_registry=specs
+        )
+    except ConfigError as e:
+        return _fail("invalid configuration", e)
     try:
         objects = read_objects(args.cluster)
-    except (OSError, ValueError) as e:
-        print(f"kubesched simulate: cannot read the cluster: {e}", file=sys.stderr)
-        return 1
-    placements = asyncio.run(simulate(config, objects, seed=args.seed))
+    except FileNotFoundError:
+        return _fail("cannot read the cluster", f"{args.cluster}: no such file")
+    except (OSError, UnicodeDecodeError) as e:
+        return _fail("cannot read the cluster", f"{args.cluster}: {e}")
+    except ClusterDumpError as e:
+        return _fail("cannot read the cluster", e)
+    try:
+        placements = asyncio.run(simulate(config, objects, seed=args.seed))
+    except ClusterDumpError as e:
+        return _fail(f"cannot simulate {args.cluster}", e)
+    except SimulationError as e:
+        return _fail("cannot build the scheduler", e)
     if args.output == "json":
-        sys.stdout.buffer.write(
-            orjson.dumps({"placements": [p.to_json() for p in placements]}, option=orjson.OPT_INDENT_2) + b"\n"
-        )
+        sys.stdout.buffer.write(orjson.dumps(placements_json(placements), option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.flush()
     else:
         print_table(placements, top=args.top)
     return 0
 
 
-def print_table(placements: list[Placement], *, top: int = 3) -> None:
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _plugin_breakdown(scores: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in scores.items() if k != "total")
+
+
+def print_table(placements: list[Placement], *, top: int = 3, file: Any = None) -> None:
+    """One row per pod: where it went and why (best-scored nodes with their plugin scores, filtered nodes)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
-    table = Table(title=f"{len(placements)} pods scheduled offline", show_lines=True)
-    table.add_column("pod")
-    table.add_column("node")
-    table.add_column("why: best-scored nodes (plugin score x weight)")
+    out = file if file is not None else sys.stdout
+    console = Console(file=out, width=None if out.isatty() else 160, highlight=False)
+    placed = sum(1 for p in placements if p.node)
+    unplaced = len(placements) - placed
+    title = f"{_count(len(placements), 'pod')} scheduled offline: {placed} placed, {unplaced} not"
+    table = Table(title=title, show_lines=True)
+    table.add_column("pod", no_wrap=True)
+    table.add_column("node", no_wrap=True)
+    table.add_column("why: total score per node (plugin score x weight); filtered nodes and reasons")
     for p in placements:
+        lines: list[str] = []
         if p.node is None:
-            why = p.message + (f"\nnominated for preemption on {p.nominated}" if p.nominated else "")
-            table.add_row(p.pod, "[red]<none>[/red]", why)
-            continue
-        ranked = sorted(p.scores.items(), key=lambda kv: -kv[1].get("total", 0))[:top]
-        lines = []
-        for node, s in ranked:
-            parts = ", ".join(f"{k} {v}" for k, v in s.items() if k != "total" and v)
-            lines.append(f"{node}: {s.get('total', 0)}" + (f"  ({parts})" if parts else ""))
-        if p.filtered:
-            lines.append(f"{len(p.filtered)} node(s) filtered out")
-        table.add_row(p.pod, p.node, "\n".join(lines) or "only feasible node")
+            lines.append(escape(p.message))
+        else:
+            ranked = sorted(p.scores.items(), key=lambda kv: (-kv[1].get("total", 0), kv[0]))
+            if not ranked:
+                lines.append("its nominated node fits: taken without scoring")
+            elif len(ranked) == 1 and len(ranked[0][1]) <= 1:
+                lines.append("the only feasible node: not scored")
+            else:
+                for node, s in ranked[:top]:
+                    breakdown = _plugin_breakdown(s)
+                    lines.append(
+                        f"{escape(node)}: {s.get('total', 0)}" + (f"  ({breakdown})" if breakdown else "")
+                    )
+                if len(ranked) > top:
+                    lines.append(f"... {len(ranked) - top} more feasible node(s)")
+        if p.nominated:
+            lines.append(f"nominated to {escape(p.nominated)} by preemption")
+        if p.preempted:
+            lines.append("preempted: " + escape(", ".join(p.preempted)))
+        for node, reasons in list(p.filtered.items())[:top]:
+            lines.append(f"filtered {escape(node)}: {escape(', '.join(reasons))}")
+        if len(p.filtered) > top:
+            lines.append(f"... {len(p.filtered) - top} more filtered node(s)")
+        node_cell = "[red]<none>[/red]" if p.node is None else escape(p.node)
+        table.add_row(escape(p.pod), node_cell, "\n".join(lines))
     console.print(table)
+
+
+__all__ = [
+    "ClusterDump",
+    "ClusterDumpError",
+    "DumpLister",
+    "Placement",
+    "SimulationError",
+    "add_arguments",
+    "placements_json",
+    "print_table",
+    "read_objects",
+    "run",
+    "simulate",
+]

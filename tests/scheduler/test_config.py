@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,19 @@ def errors_of(text: str, **kwargs: Any) -> list[str]:
 
 # --- the 1.36 default profile ------------------------------------------------------------------------------
 
-# kubernetes-1.36-observed.md "The default profile in 1.36", minus the volume/DRA/NodeDeclaredFeatures plugins
+# kubernetes-1.36-observed.md "The default profile in 1.36", minus the volume and NodeDeclaredFeatures plugins
 # kubesched does not implement. Score weights from upstream getDefaultPlugins (v1).
 OBSERVED_136 = {
-    P.PRE_ENQUEUE: ["SchedulingGates", "DefaultPreemption"],
+    P.PRE_ENQUEUE: ["SchedulingGates", "DynamicResources", "DefaultPreemption"],
     P.QUEUE_SORT: ["PrioritySort"],
-    P.PRE_FILTER: ["NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"],
+    P.PRE_FILTER: [
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "DynamicResources",
+    ],
     P.FILTER: [
         "NodeUnschedulable",
         "NodeName",
@@ -72,8 +80,10 @@ OBSERVED_136 = {
         "NodeResourcesFit",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
     ],
-    P.POST_FILTER: ["DefaultPreemption"],
+    # DynamicResources before DefaultPreemption: "no new claims to deallocate, preemption: ..." in that order.
+    P.POST_FILTER: ["DynamicResources", "DefaultPreemption"],
     P.PRE_SCORE: [
         "TaintToleration",
         "NodeAffinity",
@@ -91,9 +101,9 @@ OBSERVED_136 = {
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
     ],
-    P.RESERVE: [],
+    P.RESERVE: ["DynamicResources"],
     P.PERMIT: [],
-    P.PRE_BIND: [],
+    P.PRE_BIND: ["DynamicResources"],
     P.BIND: ["DefaultBinder"],
     P.POST_BIND: [],
 }
@@ -106,12 +116,11 @@ V1_WEIGHTS = {
     "NodeResourcesBalancedAllocation": 1,
     "ImageLocality": 1,
 }
-VOLUME_AND_DRA = (
+VOLUME_AND_NODE_FEATURES = (
     "VolumeRestrictions",
     "NodeVolumeLimits",
     "VolumeBinding",
     "VolumeZone",
-    "DynamicResources",
     "NodeDeclaredFeatures",
 )
 
@@ -128,7 +137,7 @@ def test_v1_default_score_weights_and_dropped_plugins() -> None:
     assert profile.plugins.score_weights == V1_WEIGHTS
     assert all(ref.weight == 0 for ref in profile.plugins.filter)
     # Upstream defaults the registry does not know are dropped silently, and recorded.
-    assert profile.dropped_default_plugins == VOLUME_AND_DRA
+    assert profile.dropped_default_plugins == VOLUME_AND_NODE_FEATURES
 
 
 def test_unimplemented_defaults_are_kept_when_the_registry_knows_them() -> None:
@@ -144,8 +153,13 @@ def test_unimplemented_defaults_are_kept_when_the_registry_knows_them() -> None:
         "VolumeBinding",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
     ]
-    assert names(profile.plugins.reserve) == names(profile.plugins.pre_bind) == ["VolumeBinding"]
+    # Upstream's order at Reserve/PreBind: VolumeBinding, DynamicResources.
+    assert names(profile.plugins.reserve) == names(profile.plugins.pre_bind) == [
+        "VolumeBinding",
+        "DynamicResources",
+    ]
     assert profile.plugins.score_weights["VolumeBinding"] == 1  # no weight in multiPoint means 1
     assert "VolumeBinding" not in profile.dropped_default_plugins
 
@@ -201,7 +215,9 @@ def test_v1beta3_defaults_use_multipoint_with_v1_weights() -> None:
     profile = default_config(version="v1beta3").profiles[0]
     assert profile.plugins.score_weights == V1_WEIGHTS
     assert names(profile.plugins.pre_enqueue) == ["DefaultPreemption", "SchedulingGates"]
-    assert names(profile.plugins.filter) == OBSERVED_136[P.FILTER]
+    # 1.28 had DynamicResources behind a feature gate that was off: not in the v1beta3 defaults.
+    assert names(profile.plugins.filter) == [p for p in OBSERVED_136[P.FILTER] if p != "DynamicResources"]
+    assert names(profile.plugins.post_filter) == ["DefaultPreemption"]
     assert "EBSLimits" in profile.dropped_default_plugins
 
 
@@ -377,7 +393,8 @@ def test_documented_multipoint_example() -> None:
     assert names(profile.plugins.queue_sort) == ["CustomQueueSort"]
     assert "NodeName" not in names(profile.plugins.filter)
     assert names(profile.plugins.filter)[-1] == "CustomPlugin1"
-    assert names(profile.plugins.reserve) == names(profile.plugins.permit) == ["CustomPlugin2"]
+    assert names(profile.plugins.reserve) == ["DynamicResources", "CustomPlugin2"]  # defaults first
+    assert names(profile.plugins.permit) == ["CustomPlugin2"]
     # ImageLocality, set explicitly at score, overrides its multiPoint entry and moves first, weight 1.
     assert [tuple(r) for r in profile.plugins.score] == [
         ("ImageLocality", 1),
@@ -818,6 +835,7 @@ def test_extenders_are_kept_with_a_warning(caplog: pytest.LogCaptureFixture) -> 
         "  weight: 2\n  enableHTTPS: false\n  httpTimeout: 30s\n  nodeCacheCapable: true\n"
         "  managedResources: [{name: example.com/foo, ignoredByScheduler: true}]\n"
     )
+    caplog.set_level(logging.WARNING, logger="kubesched.scheduler.config")
     config = load_config(doc(body))
     (ext,) = config.extenders
     assert (ext.url_prefix, ext.filter_verb, ext.weight, ext.http_timeout) == (
@@ -945,7 +963,10 @@ def test_known_plugins_table_is_the_in_tree_set() -> None:
     assert set(KNOWN_PLUGINS) == {
         "PrioritySort", "SchedulingGates", "NodeName", "NodePorts", "NodeUnschedulable", "NodeResourcesFit",
         "NodeResourcesBalancedAllocation", "NodeAffinity", "TaintToleration", "PodTopologySpread",
-        "InterPodAffinity", "ImageLocality", "DefaultPreemption", "DefaultBinder",
+        "InterPodAffinity", "ImageLocality", "DynamicResources", "DefaultPreemption", "DefaultBinder",
+    }  # fmt: skip
+    assert KNOWN_PLUGINS["DynamicResources"].extension_points == {
+        P.PRE_ENQUEUE, P.PRE_FILTER, P.FILTER, P.POST_FILTER, P.RESERVE, P.PRE_BIND,
     }  # fmt: skip
     assert KNOWN_PLUGINS["TaintToleration"].extension_points == {P.FILTER, P.PRE_SCORE, P.SCORE}
     assert KNOWN_PLUGINS["DefaultBinder"].extension_points == {P.BIND}

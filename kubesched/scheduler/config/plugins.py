@@ -99,6 +99,11 @@ KNOWN_PLUGINS: Mapping[str, PluginSpec] = MappingProxyType(
             _spec("PodTopologySpread", _P.PRE_FILTER, _P.FILTER, _P.PRE_SCORE, _P.SCORE),
             _spec("InterPodAffinity", _P.PRE_FILTER, _P.FILTER, _P.PRE_SCORE, _P.SCORE),
             _spec("ImageLocality", _P.SCORE),
+            # Supports pods without resource claims only; those with claims are refused at PreFilter.
+            _spec(
+                "DynamicResources",
+                _P.PRE_ENQUEUE, _P.PRE_FILTER, _P.FILTER, _P.POST_FILTER, _P.RESERVE, _P.PRE_BIND,
+            ),
             # In 1.36 DefaultPreemption also gates pods whose preemption is still in flight (PreEnqueue).
             _spec("DefaultPreemption", _P.PRE_ENQUEUE, _P.POST_FILTER),
             _spec("DefaultBinder", _P.BIND),
@@ -115,7 +120,6 @@ UPSTREAM_UNIMPLEMENTED: frozenset[str] = frozenset(
         "VolumeBinding",
         "VolumeZone",
         "NodeVolumeLimits",
-        "DynamicResources",
         "NodeDeclaredFeatures",
         "EBSLimits",
         "GCEPDLimits",

@@ -15,9 +15,12 @@ rejects nothing and its bits are not inspected; a Score plugin whose results are
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import logging
 import random
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +79,53 @@ _POINT_PROTOCOLS: dict[str, type] = {
     "PostBind": PostBindPlugin,
 }
 _POINT_BY_KEY = {p.lower(): p for p in _POINT_PROTOCOLS}
+
+
+def _status_in(result: Any) -> Code:
+    """The code of the Status a run_* method returned (alone or in a tuple); none means success."""
+    if isinstance(result, Status):
+        return result.code
+    if isinstance(result, tuple):
+        for item in result:
+            if isinstance(item, Status):
+                return item.code
+    return Code.SUCCESS
+
+
+def _measured(point: str) -> Callable[[Any], Any]:
+    """Record a method's run in ``framework_extension_point_duration_seconds{extension_point=point}`` with the
+    code of the Status it returns (ERROR if it raises), when the handle shares a ``"metrics"`` object."""
+
+    def wrap(method: Any) -> Any:
+        if inspect.iscoroutinefunction(method):
+
+            @functools.wraps(method)
+            async def run_async(self: Framework, *args: Any, **kwargs: Any) -> Any:
+                started = time.perf_counter()
+                code = Code.ERROR
+                try:
+                    result = await method(self, *args, **kwargs)
+                    code = _status_in(result)
+                    return result
+                finally:
+                    self._observe(point, code, started)
+
+            return run_async
+
+        @functools.wraps(method)
+        def run(self: Framework, *args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            code = Code.ERROR
+            try:
+                result = method(self, *args, **kwargs)
+                code = _status_in(result)
+                return result
+            finally:
+                self._observe(point, code, started)
+
+        return run
+
+    return wrap
 
 
 def _point_name(key: str) -> str:
@@ -367,6 +417,11 @@ class Framework:
 
     # --- queueing points -----------------------------------------------------------------------------------
 
+    def _observe(self, point: str, code: Code, started: float) -> None:
+        metrics = self.handle.shared.get("metrics")
+        if metrics is not None:
+            metrics.observe_extension_point(point, code, self.scheduler_name, time.perf_counter() - started)
+
     def queue_sort_key(self, qpod: QueuedPodInfo) -> tuple[Any, ...]:
         if self._queue_sort is None:
             return (-qpod.pod_info.priority, qpod.timestamp)
@@ -385,6 +440,7 @@ class Framework:
 
     # --- PreFilter / Filter --------------------------------------------------------------------------------
 
+    @_measured("PreFilter")
     def run_pre_filter(
         self, state: CycleState, pod: PodInfo
     ) -> tuple[PreFilterResult | None, Status, set[str]]:
@@ -550,6 +606,7 @@ class Framework:
                 out.append((slot, _bits_status(rej.plugin, int(rej.bits[0]), rej.reasons, rej.unresolvable)))
         return out
 
+    @_measured("Filter")  # once per cycle over all nodes, as upstream's findNodesThatPassFilters
     def _find_feasible(
         self,
         state: CycleState,
@@ -749,12 +806,16 @@ class Framework:
     def _score_nodes(
         self, state: CycleState, pod: PodInfo, table: NodeTable, feasible: np.ndarray, record: bool
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        started = time.perf_counter()
         for pl in self._pre_score:
             s = pl.pre_score(state, pod, table, feasible)
             if s.is_skip:
                 state.skip_score.add(pl.name)
             elif not s.ok:
+                self._observe("PreScore", Code.ERROR, started)
                 raise _ScoreError(f'running PreScore plugin "{pl.name}": {s.message()}')
+        self._observe("PreScore", Code.SUCCESS, started)
+        started = time.perf_counter()
         total = np.zeros(len(feasible), dtype=np.int64)
         per_plugin: dict[str, np.ndarray] = {}
         skip = state.skip_score
@@ -768,6 +829,7 @@ class Framework:
                 lo, hi = int(scores.min()), int(scores.max())
                 if lo < MIN_NODE_SCORE or hi > MAX_NODE_SCORE:
                     bad = lo if lo < MIN_NODE_SCORE else hi
+                    self._observe("Score", Code.ERROR, started)
                     raise _ScoreError(
                         f'plugin "{pl.name}" returns an invalid score {bad}, it should in the range of '
                         f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
@@ -778,10 +840,12 @@ class Framework:
                 total += scores * weight
             if record:
                 per_plugin[pl.name] = np.asarray(scores, dtype=np.int64) * weight
+        self._observe("Score", Code.SUCCESS, started)
         return total, per_plugin
 
     # --- PostFilter ----------------------------------------------------------------------------------------
 
+    @_measured("PostFilter")
     async def run_post_filter(
         self, state: CycleState, pod: PodInfo, diagnosis: NodeToStatus
     ) -> tuple[str | None, Status]:
@@ -806,6 +870,7 @@ class Framework:
 
     # --- Reserve / Permit / binding -------------------------------------------------------------------------
 
+    @_measured("Reserve")
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """Reserve plugins in order; on failure the caller runs ``run_unreserve``."""
         for pl in self._reserve:
@@ -816,6 +881,7 @@ class Framework:
                 return Status(Code.ERROR, [f'running Reserve plugin "{pl.name}": {s.message()}'], pl.name)
         return Status.success()
 
+    @_measured("Unreserve")
     def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         """Unreserve in reverse order; it must not fail, so errors are logged and the rest still run."""
         for pl in reversed(self._reserve):
@@ -824,6 +890,7 @@ class Framework:
             except Exception:
                 log.exception("Unreserve of plugin %s failed for pod %s", pl.name, pod.key)
 
+    @_measured("Permit")
     def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, dict[str, float]]:
         """Permit plugins: (status, plugin -> wait timeout). WAIT when some plugin waits and none rejected;
         timeouts are capped at 15 minutes as upstream."""
@@ -842,6 +909,7 @@ class Framework:
             return Status(Code.WAIT, ["one or more plugins asked to wait and no plugin rejected pod"]), waits
         return Status.success(), {}
 
+    @_measured("PreBind")
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         for pl in self._pre_bind:
             s = await pl.pre_bind(state, pod, node_name)
@@ -851,6 +919,7 @@ class Framework:
                 return Status(Code.ERROR, [f'running PreBind plugin "{pl.name}": {s.message()}'], pl.name)
         return Status.success()
 
+    @_measured("Bind")
     async def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """The first Bind plugin that does not SKIP binds; SKIP from all (or none configured) is SKIP."""
         status = Status.skip()
@@ -865,6 +934,7 @@ class Framework:
             return Status(Code.SUCCESS, [], pl.name)
         return status
 
+    @_measured("PostBind")
     def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         for pl in self._post_bind:
             try:

@@ -25,6 +25,7 @@ IN_TREE_PLUGINS: dict[str, str] = {
     "NodeResourcesFit": "node_resources_fit",
     "PodTopologySpread": "pod_topology_spread",
     "InterPodAffinity": "inter_pod_affinity",
+    "DynamicResources": "dynamic_resources",
     "DefaultPreemption": "default_preemption",
     "NodeResourcesBalancedAllocation": "balanced_allocation",
     "ImageLocality": "image_locality",

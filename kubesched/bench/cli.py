@@ -1,0 +1,263 @@
+"""``kubesched bench``: scheduler_perf-style benchmarks, each run checking its own result.
+
+    kubesched bench --workload SchedulingBasic                     # in process, 5000 nodes, 10000 pods
+    kubesched bench --workload all --nodes 500 --pods 1000 -o json
+    kubesched bench --mode e2e --workload SchedulingBasic          # cluster and scheduler as processes
+
+In-process runs go to a fresh Python process per workload (``--no-isolate`` to stay in this one), so that each
+peak RSS is that workload's alone. The exit status is 1 when any run failed its check or broke, whatever its
+speed; 0 otherwise (a skipped workload is not a failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing
+import queue as queue_mod
+import sys
+import time
+from typing import Any
+
+from kubesched.bench.workloads import WORKLOADS, Workload, get_workload
+
+CHILD_GRACE = 60.0  # seconds a worker may take beyond --timeout before it is killed
+PROGRESS_INTERVAL = 0.1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-w", "--workload", action="append", default=None,
+                   help=f"workload to run (repeatable or comma-separated; 'all' for every one): {', '.join(WORKLOADS)}"
+                        " (default SchedulingBasic)")
+    p.add_argument("--mode", choices=("inprocess", "e2e"), default="inprocess",
+                   help="inprocess: the scheduler fed directly, no HTTP; e2e: local cluster and scheduler processes")
+    p.add_argument("--nodes", type=int, default=None, help="number of nodes (default: the workload's)")
+    p.add_argument("--init-pods", type=int, default=None, help="initial pods, scheduled but not measured")
+    p.add_argument("--pods", type=int, default=None, help="measured pods")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table",
+                   help="table (default) or json: one JSON object per workload, one per line")
+    p.add_argument("--seed", type=int, default=1, help="seed for the scheduler's tie-breaking (in process)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each phase's pods to bind")
+    p.add_argument("--create", choices=("before", "live"), default="before",
+                   help="e2e: create the measured pods before (re)starting the scheduler, or while it runs")
+    p.add_argument("--profile", metavar="FILE", default=None,
+                   help="in process: write cProfile stats of the measured phase to FILE ({workload} is replaced)")
+    p.add_argument("--no-isolate", action="store_true", help="in process: run in this process, not a fresh one")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--list", action="store_true", help="list the workloads and exit")
+    p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
+
+
+def selected_workloads(args: argparse.Namespace) -> list[Workload]:
+    names: list[str] = []
+    for item in args.workload or ["SchedulingBasic"]:
+        names.extend(n.strip() for n in item.split(",") if n.strip())
+    if any(n.lower() == "all" for n in names):
+        names = list(WORKLOADS)
+    return [get_workload(n).sized(args.nodes, args.init_pods, args.pods) for n in names]
+
+
+def _setup_logging(verbosity: int) -> None:
+    level = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 2 else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname).1s %(name)s] %(message)s")
+    if verbosity < 1:
+        # The scheduler logs every FailedScheduling and every dropped event; a benchmark reports its own result.
+        logging.getLogger("kubesched").setLevel(logging.ERROR)
+
+
+# --- running -------------------------------------------------------------------------------------------------
+
+
+def _profile_path(template: str | None, workload: Workload) -> str | None:
+    return template.replace("{workload}", workload.name) if template else None
+
+
+def run_one(workload: Workload, args: argparse.Namespace, progress: Any) -> dict[str, Any]:
+    """One workload in the chosen mode, in this process."""
+    if args.mode == "e2e":
+        from kubesched.bench.e2e import E2eOptions, run_e2e
+
+        return run_e2e(workload, E2eOptions(timeout=args.timeout, create=args.create), progress)
+    from kubesched.bench.inprocess import RunOptions, run_inprocess
+
+    options = RunOptions(seed=args.seed, timeout=args.timeout, profile_path=_profile_path(args.profile, workload))
+    return run_inprocess(workload, options, progress)
+
+
+def _child_main(workload: Workload, options: Any, verbosity: int, out: Any) -> None:
+    """Entry point of an isolated in-process run: progress and the result go back through ``out``."""
+    from kubesched.bench.inprocess import run_inprocess
+
+    _setup_logging(verbosity)
+    last = [0.0]
+
+    def progress(phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done >= total or now - last[0] >= PROGRESS_INTERVAL:
+            last[0] = now
+            out.put(("progress", phase, done, total))
+
+    try:
+        result = run_inprocess(workload, options, progress)
+    except BaseException as e:  # report it; the parent turns it into a failed result
+        out.put(("error", f"{type(e).__name__}: {e}"))
+        raise
+    out.put(("result", result))
+
+
+def run_isolated(workload: Workload, args: argparse.Namespace, progress: Any) -> dict[str, Any]:
+    from kubesched.bench.inprocess import RunOptions, _base_result
+
+    options = RunOptions(seed=args.seed, timeout=args.timeout, profile_path=_profile_path(args.profile, workload))
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_child_main, args=(workload, options, args.verbosity, out), daemon=True)
+    proc.start()
+    deadline = time.monotonic() + 2 * args.timeout + CHILD_GRACE
+    result: dict[str, Any] | None = None
+    error = ""
+    try:
+        while result is None and not error:
+            try:
+                msg = out.get(timeout=0.2)
+            except queue_mod.Empty:
+                if not proc.is_alive():
+                    error = f"the benchmark process exited with status {proc.exitcode}"
+                elif time.monotonic() > deadline:
+                    error = "the benchmark process did not finish in time"
+                continue
+            if msg[0] == "progress":
+                progress(*msg[1:])
+            elif msg[0] == "result":
+                result = msg[1]
+            else:
+                error = msg[1]
+    finally:
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+    if result is None:
+        result = _base_result(workload, "inprocess")
+        result["error"] = error
+    return result
+
+
+class _ProgressBar:
+    """One rich progress bar per workload, on stderr."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> _ProgressBar:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                console=Console(stderr=True), transient=True,
+            )
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def start(self, workload: Workload) -> None:
+        self._workload = workload.name
+        if self._progress is not None:
+            self._task = self._progress.add_task(workload.name, total=None)
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=f"{self._workload}: {phase}", completed=done,
+                                  total=total)
+
+    def finish(self) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.remove_task(self._task)
+            self._task = None
+
+
+def failed(result: dict[str, Any]) -> bool:
+    if result.get("skipped"):
+        return False
+    return bool(result.get("error")) or not (result.get("check") or {}).get("passed", False)
+
+
+# --- output --------------------------------------------------------------------------------------------------
+
+
+def _mib(n: int | None) -> str:
+    return f"{n / 2**20:.0f} MiB" if n else "-"
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="kubesched bench (pods/s)")
+    for col in ("workload", "mode", "sizes", "avg", "p50", "p90", "p99", "time", "sched RSS", "API RSS", "check"):
+        table.add_column(col, justify="left" if col in ("workload", "mode", "check") else "right")
+    notes: list[str] = []
+    for r in results:
+        sizes = f"{r['nodes']}/{r['initPods']}/{r['measuredPods']}"
+        if r.get("skipped"):
+            table.add_row(r["workload"], r["mode"], sizes, "-", "-", "-", "-", "-", "-", "-", "skipped")
+            notes.append(f"{r['workload']}: skipped: {r['skipped']}")
+            continue
+        if r.get("error"):
+            table.add_row(r["workload"], r["mode"], sizes, "-", "-", "-", "-", "-", "-", "-", "[red]error")
+            notes.append(f"{r['workload']}: {r['error']}")
+            continue
+        t = r["throughput"]
+        check = r["check"]
+        verdict = "[green]passed" if check["passed"] else f"[red]FAILED ({check['problemCount']})"
+        table.add_row(
+            r["workload"], r["mode"], sizes, f"{t['average']:.0f}", f"{t['p50']:.0f}", f"{t['p90']:.0f}",
+            f"{t['p99']:.0f}", f"{r['durationSeconds']:.1f} s", _mib(r.get("peakRSSBytes")),
+            _mib(r.get("apiServerPeakRSSBytes")), verdict,
+        )
+        notes.extend(f"{r['workload']}: {p}" for p in check["problems"])
+    console = Console()
+    console.print(table)
+    for note in notes:
+        console.print(note, markup=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    _setup_logging(args.verbosity)
+    if args.list:
+        for w in WORKLOADS.values():
+            print(f"{w.name:28} {w.nodes:>6} nodes {w.init_pods:>6} initial {w.measured_pods:>6} measured  "
+                  f"{w.description}")
+        return 0
+    try:
+        workloads = selected_workloads(args)
+    except KeyError as e:
+        print(f"kubesched bench: {e.args[0]}", file=sys.stderr)
+        return 2
+    if args.profile and args.mode != "inprocess":
+        print("kubesched bench: --profile needs --mode inprocess", file=sys.stderr)
+        return 2
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    results: list[dict[str, Any]] = []
+    with _ProgressBar(show_progress) as bar:
+        for w in workloads:
+            bar.start(w)
+            if args.mode == "inprocess" and not args.no_isolate:
+                result = run_isolated(w, args, bar.update)
+            else:
+                result = run_one(w, args, bar.update)
+            bar.finish()
+            results.append(result)
+            if args.output == "json":
+                print(json.dumps(result), flush=True)
+    if args.output == "table":
+        print_table(results)
+    return 1 if any(failed(r) for r in results) else 0

@@ -1,0 +1,407 @@
+"""``--mode e2e``: the local cluster and the scheduler as separate processes, pods created through the API.
+
+The harness starts ``kubesched cluster up --nodes 0`` (HTTPS), creates the workload's nodes (plain Node objects,
+no simulated kubelet, as scheduler_perf has none), namespaces and initial pods, and starts ``kubesched
+scheduler`` with a configuration of its own (leader election off, client QPS 5000 as in the observed
+kube-scheduler measurement). Its own pod watch sees every binding and deletion in the order the API server
+made them; that feeds the throughput samples and the placement check.
+
+Two orders for the measured pods (``create``):
+- ``before`` (default): once the initial pods are bound the scheduler is stopped, the measured pods are created,
+  and a new scheduler process is started; throughput is sampled from the moment its ``/readyz`` passes (its
+  informers synced, so scheduling starts), not from its first binding: the scheduling loop assumes every
+  waiting pod before its binding tasks get a turn, so bindings come in a burst at the end. Start-up is
+  reported apart (``schedulerStartupSeconds``). Pod creation does not compete with scheduling for the CPU.
+- ``live``: the measured pods are created while the scheduler runs (scheduler_perf's way); sampling starts
+  with the first create, so a slow creator shows as a slow scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubesched.bench.check import PlacementChecker, pod_key
+from kubesched.bench.inprocess import Progress, _base_result, _now_rfc3339
+from kubesched.bench.measure import peak_rss, summarize
+from kubesched.bench.profiles import WorkloadSkipped, config_document, required_plugin
+from kubesched.bench.workloads import CHURN_INTERVAL, Workload, load_annotations
+
+Obj = dict[str, Any]
+log = logging.getLogger("kubesched.bench")
+
+SCHEDULER_QPS = 5000.0
+CREATE_CONCURRENCY = 64
+START_TIMEOUT = 60.0
+LOG_TAIL = 15
+READY_POLL = 0.05
+
+
+@dataclass
+class E2eOptions:
+    timeout: float = 900.0
+    create: str = "before"  # or "live"
+    keep_dir: bool = False
+
+
+class _Process:
+    """A child process whose output goes to a file; ``tail`` for error messages."""
+
+    def __init__(self, name: str, cmd: list[str], log_path: Path) -> None:
+        self.name = name
+        self.log_path = log_path
+        self._log = open(log_path, "w")  # closed in stop()
+        self.port = 0
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, text=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def peak_rss(self) -> int:
+        return peak_rss(self.proc.pid) if self.alive() else 0
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time used so far (0 once it exited)."""
+        import psutil
+
+        try:
+            t = psutil.Process(self.proc.pid).cpu_times()
+        except psutil.Error:
+            return 0.0
+        return float(t.user + t.system)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._log.close()
+        return self.proc.returncode
+
+    def tail(self, lines: int = LOG_TAIL) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _start_cluster(data_dir: Path) -> tuple[subprocess.Popen[str], str, Path, list[str]]:
+    """``kubesched cluster up`` on a free port; returns once it says it is ready."""
+    cmd = [sys.executable, "-m", "kubesched.cli", "cluster", "up", "--port", "0", "--nodes", "0",
+           "--data-dir", str(data_dir)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    url, kubeconfig, lines = "", "", []
+    deadline = time.monotonic() + START_TIMEOUT
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip())
+        if "serving on " in line:
+            url = line.split("serving on ", 1)[1].strip()
+        if "kubeconfig " in line:
+            kubeconfig = line.split("kubeconfig ", 1)[1].strip()
+        if line.strip().endswith("ready"):
+            break
+    if not url or not kubeconfig:
+        proc.kill()
+        raise RuntimeError("the local cluster did not start:\n" + "\n".join(lines[-LOG_TAIL:]))
+
+    def drain() -> None:  # keep the pipe from filling up and blocking the server
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            del lines[:-LOG_TAIL]
+
+    threading.Thread(target=drain, daemon=True).start()
+    return proc, url, Path(kubeconfig), lines
+
+
+class _PodWatch:
+    """The harness's view of pods: bindings and deletions in API order, with the time each binding was seen."""
+
+    def __init__(self, client: Any) -> None:
+        from kubesched.client.informer import Informer
+
+        self.changes: list[tuple[str, Obj]] = []
+        self.bind_times: dict[str, float] = {}
+        self._waiting: set[str] = set()
+        self._all_bound = asyncio.Event()
+        self.on_bind: Callable[[int], None] | None = None
+        self.informer = Informer(client, "v1", "pods")
+        self.informer.add_handler(self._added, self._updated, self._deleted)
+
+    def expect_bound(self, keys: Iterable[str]) -> asyncio.Event:
+        self._waiting = set(keys) - set(self.bind_times)
+        self._all_bound = asyncio.Event()
+        if not self._waiting:
+            self._all_bound.set()
+        return self._all_bound
+
+    def _bound(self, pod: Obj) -> None:
+        key = pod_key(pod)
+        self.changes.append(("bound", pod))
+        self.bind_times.setdefault(key, time.perf_counter())
+        if key in self._waiting:
+            self._waiting.discard(key)
+            if not self._waiting:
+                self._all_bound.set()
+        if self.on_bind is not None:
+            self.on_bind(len(self.bind_times))
+
+    def _added(self, pod: Obj) -> None:
+        if (pod.get("spec") or {}).get("nodeName"):
+            self._bound(pod)
+
+    def _updated(self, old: Obj, new: Obj) -> None:
+        if not (old.get("spec") or {}).get("nodeName") and (new.get("spec") or {}).get("nodeName"):
+            self._bound(new)
+
+    def _deleted(self, pod: Obj) -> None:
+        if (pod.get("spec") or {}).get("nodeName"):
+            self.changes.append(("deleted", pod))
+
+
+async def _create_all(create: Callable[[Obj], Awaitable[Any]], objects: list[Obj]) -> None:
+    limit = asyncio.Semaphore(CREATE_CONCURRENCY)
+
+    async def one(obj: Obj) -> None:
+        async with limit:
+            await create(obj)
+
+    await asyncio.gather(*(one(o) for o in objects))
+
+
+def run_e2e(workload: Workload, options: E2eOptions, progress: Progress | None = None) -> dict[str, Any]:
+    return asyncio.run(_run(workload, options, progress or (lambda phase, done, total: None)))
+
+
+async def _run(workload: Workload, options: E2eOptions, progress: Progress) -> dict[str, Any]:
+    result = _base_result(workload, "e2e")
+    result["create"] = options.create
+    try:
+        required_plugin(workload, out_of_tree_ok=False)
+    except WorkloadSkipped as e:
+        result.update(skipped=str(e))
+        return result
+    work = Path(tempfile.mkdtemp(prefix="kubesched-bench-"))
+    cluster_proc: subprocess.Popen[str] | None = None
+    schedulers: list[_Process] = []
+    try:
+        progress("starting the cluster", 0, 1)
+        cluster_proc, _url, kubeconfig, _lines = await asyncio.to_thread(_start_cluster, work / "cluster")
+        config_path = work / "scheduler-config.json"
+        config_path.write_text(json.dumps(config_document(workload, kubeconfig=str(kubeconfig), qps=SCHEDULER_QPS)))
+        result.update(await _drive(workload, options, progress, work, kubeconfig, config_path, cluster_proc,
+                                   schedulers))
+    except Exception as e:
+        result.update(error=f"{type(e).__name__}: {e}")
+        for s in schedulers:
+            result.setdefault("schedulerLog", s.tail())
+    finally:
+        for s in schedulers:
+            s.stop()
+        if cluster_proc is not None and cluster_proc.poll() is None:
+            cluster_proc.send_signal(signal.SIGTERM)
+            try:
+                cluster_proc.wait(15)
+            except subprocess.TimeoutExpired:
+                cluster_proc.kill()
+                cluster_proc.wait(5)
+        if not options.keep_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+async def _drive(
+    workload: Workload,
+    options: E2eOptions,
+    progress: Progress,
+    work: Path,
+    kubeconfig: Path,
+    config_path: Path,
+    cluster_proc: subprocess.Popen[str],
+    schedulers: list[_Process],
+) -> dict[str, Any]:
+    from kubesched.client.config import load_config
+    from kubesched.client.rest import ApiClient
+
+    def start_scheduler() -> _Process:
+        # The secure port serves /readyz, which passes once the informers synced: scheduling starts then.
+        port = _free_port()
+        cmd = [sys.executable, "-m", "kubesched.cli", "scheduler", "--config", str(config_path),
+               "--secure-port", str(port), "--bind-address", "127.0.0.1"]
+        proc = _Process("scheduler", cmd, work / f"scheduler-{len(schedulers)}.log")
+        proc.port = port
+        schedulers.append(proc)
+        return proc
+
+    client = ApiClient(load_config(str(kubeconfig)), max_connections=CREATE_CONCURRENCY)
+    watch = _PodWatch(client)
+    churn_task: asyncio.Task[None] | None = None
+    churn_created: list[str] = []
+    scheduler_rss = 0
+    try:
+        for ns in workload.namespaces:
+            if ns != "default":
+                await client.create("v1", "namespaces", {"metadata": {"name": ns}})
+        annotate = load_annotations(_now_rfc3339()) if workload.load_annotations else None
+        nodes = workload.node_objects(annotate)
+        progress("creating nodes", 0, len(nodes))
+        await _create_all(lambda n: client.create("v1", "nodes", n), nodes)
+        watch.informer.start()
+        await watch.informer.has_synced(START_TIMEOUT)
+
+        scheduler = start_scheduler()
+        init = workload.init_pod_objects()
+        watch.on_bind = lambda n: progress("initial pods", n, len(init))
+        init_bound = watch.expect_bound(pod_key(p) for p in init)
+        await _create_all(lambda p: client.create("v1", "pods", p, namespace=p["metadata"]["namespace"]), init)
+        timed_out = not await _wait_alive(init_bound, options.timeout, scheduler)
+
+        measured = workload.measured_pod_objects()
+        measured_keys = {pod_key(p) for p in measured}
+        done_before = len(watch.bind_times)
+        measured_bound = watch.expect_bound(measured_keys)
+        create_pods = _create_all(
+            lambda p: client.create("v1", "pods", p, namespace=p["metadata"]["namespace"]), measured
+        )
+        start: float | None = None
+        startup = 0.0
+        creating: asyncio.Task[None] | None = None
+        begin = time.perf_counter()
+        cpu_start = scheduler.cpu_seconds()
+        if not timed_out and options.create == "before":
+            scheduler_rss = max(scheduler_rss, scheduler.peak_rss())
+            scheduler.stop()
+            progress("creating measured pods", 0, len(measured))
+            await create_pods
+            scheduler = start_scheduler()
+            begin = time.perf_counter()
+            cpu_start = 0.0
+            if await _wait_ready(scheduler, options.timeout):
+                start = time.perf_counter()
+                startup = start - begin
+        elif not timed_out:
+            begin = start = time.perf_counter()
+            creating = asyncio.create_task(create_pods)  # type: ignore[arg-type]
+        else:
+            create_pods.close()
+        watch.on_bind = lambda n: progress("measured pods", n - done_before, len(measured))
+        if workload.unschedulable_churn and not timed_out:
+            churn_task = asyncio.create_task(_churn(client, workload, churn_created))
+        if not timed_out:
+            timed_out = not await _wait_alive(measured_bound, options.timeout, scheduler)
+            if creating is not None:
+                await creating
+        end = time.perf_counter()
+        if churn_task is not None:
+            churn_task.cancel()
+            await asyncio.gather(churn_task, return_exceptions=True)
+        await asyncio.sleep(0.5)  # let deletions and late bindings reach the watch
+        scheduler_rss = max(scheduler_rss, scheduler.peak_rss())
+        cpu_seconds = scheduler.cpu_seconds() - cpu_start
+        api_rss = peak_rss(cluster_proc.pid)
+        scheduler_alive = scheduler.alive()
+    finally:
+        if churn_task is not None:
+            churn_task.cancel()
+        await watch.informer.stop()
+        await client.close()
+
+    times = [watch.bind_times[k] for k in measured_keys if k in watch.bind_times]
+    last = max(times) if times else end
+    checker = PlacementChecker(nodes)
+    for kind, pod in watch.changes:
+        if kind == "bound":
+            checker.bound(pod)
+        else:
+            checker.deleted(pod)
+    if timed_out:
+        checker.problem(f"timed out after {options.timeout:.0f} s waiting for pods to be bound"
+                        + ("" if scheduler_alive else " (the scheduler process exited)"))
+    check = checker.finish(measured_keys, churn_created)
+    out: dict[str, Any] = {
+        "throughput": summarize(times, start).as_json(),
+        "durationSeconds": round(last - begin, 3),
+        "schedulerStartupSeconds": round(startup, 3),
+        "podsPerSecondOverall": round(len(times) / (last - begin), 1) if last > begin else 0.0,
+        "peakRSSBytes": scheduler_rss,
+        "schedulerCPUSeconds": round(cpu_seconds, 3),
+        "podsPerCPUSecond": round(len(times) / cpu_seconds, 1) if cpu_seconds > 0 else 0.0,
+        "apiServerPeakRSSBytes": api_rss,
+        "check": check.as_json(),
+        "unschedulablePodsCreated": len(churn_created),
+        "podsDeleted": sum(1 for kind, _ in watch.changes if kind == "deleted"),
+    }
+    if not check.passed:
+        out["schedulerLog"] = scheduler.tail()
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _wait_ready(proc: _Process, timeout: float) -> bool:
+    """Poll the scheduler's /readyz until it passes (its informers synced)."""
+    import aiohttp
+
+    deadline = time.monotonic() + timeout
+    url = f"https://127.0.0.1:{proc.port}/readyz"
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline and proc.alive():
+            with contextlib.suppress(aiohttp.ClientError, OSError):
+                async with session.get(url, ssl=False) as resp:
+                    if resp.status == 200:
+                        return True
+            await asyncio.sleep(READY_POLL)
+    return False
+
+
+async def _wait_alive(event: asyncio.Event, timeout: float, proc: _Process) -> bool:
+    """Wait for ``event``; False on timeout or when ``proc`` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), 1.0)
+        if event.is_set():
+            return True
+        if not proc.alive():
+            return False
+    return event.is_set()
+
+
+async def _churn(client: Any, workload: Workload, created: list[str]) -> None:
+    """A pod that fits nowhere every CHURN_INTERVAL seconds (scheduler_perf's ``churn`` op)."""
+    start = time.perf_counter()
+    while True:
+        pod = workload.churn_pod(len(created))
+        await client.create("v1", "pods", pod, namespace=pod["metadata"]["namespace"])
+        created.append(pod_key(pod))
+        await asyncio.sleep(max(0.0, start + len(created) * CHURN_INTERVAL - time.perf_counter()))
+

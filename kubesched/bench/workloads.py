@@ -1,0 +1,284 @@
+"""The benchmark workloads, shaped like scheduler_perf's (``test/integration/scheduler_perf``).
+
+Each workload is a set of nodes, initial pods (scheduled first, not measured) and measured pods, with upstream's
+node and pod templates: nodes of 4 CPU / 32Gi / 110 pods; pods of 100m / 500Mi with the workload's constraints.
+Every node carries ``kubernetes.io/hostname``; zone labels follow upstream's ``labelNodePrepareStrategy`` (all
+``zone1`` for the node- and pod-affinity workloads, ``moon-1..3`` round robin for TopologySpreading).
+
+Objects are plain dicts as the API would hold them; the in-process mode adds a uid and resourceVersion itself,
+the end-to-end mode lets the API server do it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+DEFAULT_NAMESPACE = "default"
+NODE_CPU = "4"
+NODE_MEMORY = "32Gi"
+NODE_PODS = 110
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
+# Load annotations the Dynamic plugin reads (crane's metric names), written as "<value>,<timestamp>".
+LOAD_ANNOTATIONS = ("cpu_usage_avg_5m", "cpu_usage_max_avg_1h", "cpu_usage_max_avg_1d",
+                    "mem_usage_avg_5m", "mem_usage_max_avg_1h", "mem_usage_max_avg_1d")
+DYNAMIC_PLUGIN = "Dynamic"
+# Unschedulable: a pod that fits nowhere (9 CPU on 4-CPU nodes) arrives every this many seconds.
+CHURN_INTERVAL = 0.2
+
+
+def node_name(index: int) -> str:
+    return f"bench-node-{index:05d}"
+
+
+def make_node(index: int, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> Obj:
+    """upstream ``node-default.yaml``: capacity (and allocatable) 4 CPU, 32Gi, 110 pods; Ready."""
+    name = node_name(index)
+    capacity = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": str(NODE_PODS)}
+    meta: Obj = {"name": name, "labels": {HOSTNAME_LABEL: name, "kubernetes.io/os": "linux", **(labels or {})}}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": meta,
+        "spec": {},
+        "status": {
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "phase": "Running",
+        },
+    }
+
+
+def make_pod(
+    name: str,
+    namespace: str,
+    *,
+    cpu: str = "100m",
+    memory: str = "500Mi",
+    labels: dict[str, str] | None = None,
+    priority: int = 0,
+    affinity: Obj | None = None,
+    spread: list[Obj] | None = None,
+    limits: bool = True,
+    grace_period: int | None = None,
+) -> Obj:
+    """upstream ``pod-default.yaml`` (one pause container, requests = limits) plus the given constraints."""
+    resources: Obj = {"requests": {"cpu": cpu, "memory": memory}}
+    if limits:
+        resources["limits"] = {"cpu": cpu, "memory": memory}
+    spec: Obj = {
+        "containers": [
+            {"name": "pause", "image": PAUSE_IMAGE, "ports": [{"containerPort": 80}], "resources": resources}
+        ],
+        "priority": priority,
+    }
+    if affinity:
+        spec["affinity"] = affinity
+    if spread:
+        spec["topologySpreadConstraints"] = spread
+    if grace_period is not None:
+        spec["terminationGracePeriodSeconds"] = grace_period
+    meta: Obj = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = dict(labels)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+# --- pod shapes (upstream templates) ------------------------------------------------------------------------
+
+
+def default_pod(name: str, namespace: str) -> Obj:
+    return make_pod(name, namespace)
+
+
+def node_affinity_pod(name: str, namespace: str) -> Obj:
+    """``pod-with-node-affinity.yaml``: zone In [zone1, zone2]."""
+    term = {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone1", "zone2"]}]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    return make_pod(name, namespace, affinity=affinity)
+
+
+def topology_spreading_pod(name: str, namespace: str) -> Obj:
+    """``pod-with-topology-spreading.yaml``: maxSkew 5 over zones, DoNotSchedule, selecting color=blue."""
+    spread = [{
+        "maxSkew": 5,
+        "topologyKey": ZONE_LABEL,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"color": "blue"}},
+    }]
+    return make_pod(name, namespace, labels={"color": "blue"}, spread=spread)
+
+
+def pod_anti_affinity_pod(name: str, namespace: str) -> Obj:
+    """``pod-with-pod-anti-affinity.yaml``: no two color=green pods (of sched-0/sched-1) on one host."""
+    term = {
+        "labelSelector": {"matchLabels": {"color": "green"}},
+        "topologyKey": HOSTNAME_LABEL,
+        "namespaces": ["sched-1", "sched-0"],
+    }
+    affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return make_pod(name, namespace, labels={"color": "green"}, affinity=affinity)
+
+
+def pod_affinity_pod(name: str, namespace: str) -> Obj:
+    """``pod-with-pod-affinity.yaml``: in a zone holding a color=blue pod (of sched-0/sched-1)."""
+    term = {
+        "labelSelector": {"matchLabels": {"color": "blue"}},
+        "topologyKey": ZONE_LABEL,
+        "namespaces": ["sched-1", "sched-0"],
+    }
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return make_pod(name, namespace, labels={"color": "blue"}, affinity=affinity)
+
+
+def low_priority_pod(name: str, namespace: str) -> Obj:
+    """``pod-low-priority.yaml``: 900m, so four fill a 4-CPU node; deleted at once when preempted."""
+    return make_pod(name, namespace, cpu="900m", grace_period=0)
+
+
+def high_priority_pod(name: str, namespace: str) -> Obj:
+    """``pod-high-priority.yaml``: priority 10, 3 CPU: must preempt three low-priority pods to fit."""
+    return make_pod(name, namespace, cpu="3000m", priority=10)
+
+
+def unschedulable_pod(name: str, namespace: str) -> Obj:
+    """``pod-high-priority-large-cpu.yaml``: priority 10, 9 CPU: fits no 4-CPU node, preemption cannot help."""
+    return make_pod(name, namespace, cpu="9", priority=10, limits=False)
+
+
+# --- workloads ----------------------------------------------------------------------------------------------
+
+PodFactory = Callable[[str, str], Obj]
+NodeLabels = Callable[[int], dict[str, str]]
+
+
+def _no_labels(index: int) -> dict[str, str]:
+    return {}
+
+
+def _zone1(index: int) -> dict[str, str]:
+    return {ZONE_LABEL: "zone1"}
+
+
+def _moon_zones(index: int) -> dict[str, str]:
+    return {ZONE_LABEL: f"moon-{index % 3 + 1}"}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark: nodes, initial pods (scheduled, not measured), measured pods, and what arrives beside."""
+
+    name: str
+    nodes: int
+    init_pods: int
+    measured_pods: int
+    description: str
+    init_pod: PodFactory = default_pod
+    measured_pod: PodFactory = default_pod
+    node_labels: NodeLabels = _no_labels
+    init_namespace: str = DEFAULT_NAMESPACE
+    measured_namespace: str = DEFAULT_NAMESPACE
+    # Pods that fit nowhere, arriving every CHURN_INTERVAL seconds while the measured pods are scheduled.
+    unschedulable_churn: bool = False
+    # A plugin the workload needs beyond the default profile (skipped with a message when it is not registered).
+    needs_plugin: str | None = None
+    load_annotations: bool = False
+    # When set, the default number of initial pods follows the node count (Preemption fills every node).
+    init_pods_per_node: int | None = None
+
+    def sized(self, nodes: int | None = None, init_pods: int | None = None, pods: int | None = None) -> Workload:
+        """The workload at another size; unset sizes keep the defaults (scaled with ``nodes`` where needed)."""
+        n = self.nodes if nodes is None else nodes
+        if init_pods is None:
+            init_pods = self.init_pods if self.init_pods_per_node is None else self.init_pods_per_node * n
+        return dataclasses.replace(
+            self, nodes=n, init_pods=init_pods, measured_pods=self.measured_pods if pods is None else pods
+        )
+
+    @property
+    def namespaces(self) -> list[str]:
+        names = [self.init_namespace, self.measured_namespace]
+        if self.unschedulable_churn:
+            names.append(DEFAULT_NAMESPACE)
+        return sorted(set(names))
+
+    def node_objects(self, annotations: Callable[[int], dict[str, str]] | None = None) -> list[Obj]:
+        return [
+            make_node(i, self.node_labels(i), annotations(i) if annotations is not None else None)
+            for i in range(self.nodes)
+        ]
+
+    def init_pod_objects(self) -> list[Obj]:
+        return [self.init_pod(f"init-{i:06d}", self.init_namespace) for i in range(self.init_pods)]
+
+    def measured_pod_objects(self) -> list[Obj]:
+        return [self.measured_pod(f"pod-{i:06d}", self.measured_namespace) for i in range(self.measured_pods)]
+
+    def churn_pod(self, index: int) -> Obj:
+        return unschedulable_pod(f"unschedulable-{index:06d}", DEFAULT_NAMESPACE)
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("SchedulingBasic", 5000, 1000, 10000, "default pods (100m/500Mi)"),
+        Workload(
+            "SchedulingNodeAffinity", 5000, 5000, 10000, "required node affinity zone In [zone1, zone2]",
+            init_pod=node_affinity_pod, measured_pod=node_affinity_pod, node_labels=_zone1,
+        ),
+        Workload(
+            "TopologySpreading", 5000, 5000, 5000, "zone spread maxSkew 5 (DoNotSchedule) over 3 zones",
+            measured_pod=topology_spreading_pod, node_labels=_moon_zones,
+        ),
+        Workload(
+            "SchedulingPodAntiAffinity", 5000, 1000, 2000, "required pod anti-affinity per hostname",
+            init_pod=pod_anti_affinity_pod, measured_pod=pod_anti_affinity_pod,
+            init_namespace="sched-0", measured_namespace="sched-1",
+        ),
+        Workload(
+            "SchedulingPodAffinity", 5000, 5000, 5000, "required pod affinity per zone",
+            init_pod=pod_affinity_pod, measured_pod=pod_affinity_pod, node_labels=_zone1,
+            init_namespace="sched-0", measured_namespace="sched-1",
+        ),
+        Workload(
+            "Preemption", 5000, 20000, 5000,
+            "nodes full of low-priority 900m pods; high-priority 3-CPU pods preempt three each",
+            init_pod=low_priority_pod, measured_pod=high_priority_pod, init_pods_per_node=4,
+        ),
+        Workload(
+            "Unschedulable", 5000, 100, 10000,
+            "default pods, with a 9-CPU high-priority pod that fits nowhere arriving every 200 ms",
+            unschedulable_churn=True,
+        ),
+        Workload(
+            "LoadAware", 5000, 1000, 10000, "SchedulingBasic with the Dynamic plugin reading node load annotations",
+            needs_plugin=DYNAMIC_PLUGIN, load_annotations=True,
+        ),
+    )
+}
+
+
+def get_workload(name: str) -> Workload:
+    for known, w in WORKLOADS.items():
+        if known.lower() == name.lower():
+            return w
+    raise KeyError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
+
+
+def load_annotations(timestamp: str) -> Callable[[int], dict[str, str]]:
+    """Per-node load annotations in crane's format, varied by node so that scores differ."""
+
+    def annotate(index: int) -> dict[str, str]:
+        base = (index * 37 % 100) / 100.0
+        return {key: f"{base * (0.5 + j / 10):.5f},{timestamp}" for j, key in enumerate(LOAD_ANNOTATIONS)}
+
+    return annotate

@@ -1,0 +1,204 @@
+"""The ``Dynamic`` plugin: crane-scheduler's load-aware Filter and Score, plus a PostBind that counts bindings
+for the hot value inside the scheduler.
+
+- Filter: rejects a node whose fresh load exceeds a policy limit, with crane's reason
+  ``Load[<metric>] of node[<node>] is too high``; stale or missing data passes; DaemonSet pods are not
+  filtered.
+- Score: crane's weighted ``(1 - usage)`` score, minus 10 points per hot-value unit, clamped to 0..100. The
+  hot value is the larger of the in-process count (PostBind) and a fresh ``node_hot_value`` annotation written
+  by crane's controller, so running beside crane's controller does not count a binding twice.
+- PostBind: records the binding in the ``HotValueStore`` shared by the scheduler's profiles.
+
+Everything node-level is vectorised over the candidate slots; load values come from a ``LoadSource`` (node
+annotations, or the in-memory store a Prometheus poller fills in direct mode).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from kubesched.scheduler.framework.interface import ClusterEvent, CycleState, Filtered
+
+from .annotations import HOT_VALUE_ACTIVE_PERIOD, HOT_VALUE_KEY, time_zone
+from .args import PROMETHEUS, DynamicArgs
+from .hotvalue import HotValueStore
+from .policy import DynamicSchedulerPolicy, policy_for
+from .scoring import ScorePlan, annotation_hot_penalty, final_scores, first_overload, load_scores
+from .sources import AnnotationLoadSource, InMemoryLoadStore, LoadSource, StoreLoadSource
+
+if TYPE_CHECKING:
+    from kubesched.scheduler.cache import NodeTable
+    from kubesched.scheduler.podinfo import PodInfo
+
+log = logging.getLogger(__name__)
+
+NAME = "Dynamic"
+# Keys in ``Handle.shared``: one hot-value store and one direct-mode load store per scheduler.
+HOT_VALUES_KEY = "loadaware.hot_values"
+LOAD_STORE_KEY = "loadaware.load_store"
+_MAX_REASON_BITS = 64
+
+
+def overload_reason(metric: str, node: str) -> str:
+    return f"Load[{metric}] of node[{node}] is too high"
+
+
+def _is_daemonset_pod(pod: PodInfo) -> bool:
+    refs = (pod.pod.get("metadata") or {}).get("ownerReferences") or ()
+    return any(ref.get("kind") == "DaemonSet" for ref in refs)
+
+
+def _as_args(args: Any) -> DynamicArgs:
+    if args is None:
+        return DynamicArgs()
+    if isinstance(args, DynamicArgs):
+        return args
+    if isinstance(args, BaseModel):
+        args = args.model_dump(by_alias=True, exclude_unset=True)
+    if not isinstance(args, Mapping):
+        raise TypeError(f"{NAME} args must be DynamicArgs or a mapping, got {type(args).__name__}")
+    model = DynamicArgs.model_validate(dict(args))
+    problems = model.validate_args("args")
+    if problems:
+        raise ValueError(f"invalid {NAME} args: " + "; ".join(str(p) for p in problems))
+    return model
+
+
+class Dynamic:
+    name = NAME
+    scores_in_range = True
+
+    def __init__(
+        self,
+        args: Any = None,
+        handle: Any = None,
+        *,
+        policy: DynamicSchedulerPolicy | None = None,
+        source: LoadSource | None = None,
+        hot_values: HotValueStore | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.args = _as_args(args)
+        self.policy = policy if policy is not None else policy_for(self.args.policy_config_path)
+        self.zone = time_zone(self.args.annotation_time_zone)
+        shared: dict[str, Any] | None = getattr(handle, "shared", None)
+        if shared is None:
+            shared = {}
+        metrics = (*self.policy.metrics, HOT_VALUE_KEY)
+        if source is None:
+            if self.args.load_source == PROMETHEUS:
+                source = StoreLoadSource(shared.setdefault(LOAD_STORE_KEY, InMemoryLoadStore()), metrics)
+            else:
+                source = AnnotationLoadSource(metrics, self.zone)
+        self.source = source
+        if hot_values is None:
+            hot_values = shared.setdefault(HOT_VALUES_KEY, HotValueStore())
+        self.hot_values = hot_values
+        self.hot_values.ensure_retention(self.policy.max_hot_value_range)
+        self.clock = clock
+        self.plan = ScorePlan.build(self.policy, source.metrics)
+        self._hot_windows = self.policy.spec.hot_value
+
+    def events_to_register(self) -> list[ClusterEvent]:
+        # New load numbers arrive as node annotation updates. Values going stale with time have no event:
+        # the queue's periodic flush of unschedulable pods retries those.
+        return [ClusterEvent("Node", "Add"), ClusterEvent("Node", "UpdateNodeAnnotation")]
+
+    # --- Filter --------------------------------------------------------------------------------------------
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> Filtered:
+        if not self.plan.predicates or _is_daemonset_pod(pod):
+            return Filtered.all_pass(len(idx))
+        cols = self.source.columns(nodes, idx)
+        first = first_overload(cols, self.plan, self.clock())
+        bad = np.flatnonzero(first >= 0)
+        if not len(bad):
+            return Filtered.all_pass(len(idx))
+        return self._verdict(nodes, idx, first, bad)
+
+    def _verdict(self, nodes: NodeTable, idx: np.ndarray, first: np.ndarray, bad: np.ndarray) -> Filtered:
+        """crane's reason names the node, so each rejected node gets its own reason bit; past 64 - P of them
+        in one call, the rest share a per-metric reason without the name."""
+        predicates = self.plan.predicates
+        own = _MAX_REASON_BITS - len(predicates)
+        bits = np.zeros(len(idx), dtype=np.uint64)
+        reasons: list[str] = []
+        names = nodes.names
+        for k, pos in enumerate(bad[:own].tolist()):
+            metric = predicates[int(first[pos])].metric
+            reasons.append(overload_reason(metric, names[int(idx[pos])] or ""))
+            bits[pos] = np.uint64(1) << np.uint64(k)
+        rest = bad[own:]
+        if len(rest):
+            reasons += [""] * (own - len(reasons))
+            reasons += [f"Load[{p.metric}] of node is too high" for p in predicates]
+            bits[rest] = np.uint64(1) << (first[rest].astype(np.uint64) + np.uint64(own))
+        return Filtered(bits, tuple(reasons), (False,) * len(reasons))
+
+    # --- Score ---------------------------------------------------------------------------------------------
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> np.ndarray:
+        now = self.clock()
+        cols = self.source.columns(nodes, idx)
+        base = load_scores(cols, self.plan, now)
+        local = self.hot_values.hot_values(nodes, idx, self._hot_windows, now) * 10
+        penalty = np.maximum(local, annotation_hot_penalty(cols, self.plan, now))
+        return final_scores(base, penalty)
+
+    # --- PostBind ------------------------------------------------------------------------------------------
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self.hot_values.record(node_name, pod.key, self.clock())
+
+    # --- hot value seeding ---------------------------------------------------------------------------------
+
+    def rebuild_hot_values(self, events: Iterable[Mapping[str, Any]]) -> int:
+        """Seed the hot values from recent ``Scheduled`` events (on start or on taking over leadership)."""
+        return self.hot_values.rebuild_from_events(events, self.clock())
+
+    # --- diagnostics ---------------------------------------------------------------------------------------
+
+    def explain(self, nodes: NodeTable, node_name: str) -> dict[str, Any]:
+        """What Dynamic sees for one node: each metric's value and freshness, the load score before the hot
+        value, the hot value and the final score (crane logs only the already-reduced score, crane#66)."""
+        slot = nodes.index.get(node_name)
+        if slot is None:
+            raise KeyError(f"no node named {node_name!r}")
+        idx = np.array([slot], dtype=np.intp)
+        now = self.clock()
+        cols = self.source.columns(nodes, idx)
+        metrics = {}
+        for row, metric in enumerate(cols.metrics):
+            active = (
+                HOT_VALUE_ACTIVE_PERIOD if metric == HOT_VALUE_KEY else self.policy.active_duration(metric)
+            )
+            value, stamp = float(cols.values[row, 0]), float(cols.timestamps[row, 0])
+            metrics[metric] = {
+                "value": None if np.isnan(value) else value,
+                "timestamp": None if np.isnan(stamp) else stamp,
+                "fresh": active is not None and not np.isnan(value) and now < stamp + active,
+            }
+        first = int(first_overload(cols, self.plan, now)[0])
+        hot = int(self.hot_values.hot_values(nodes, idx, self._hot_windows, now)[0])
+        return {
+            "metrics": metrics,
+            "overloaded_by": None if first < 0 else self.plan.predicates[first].metric,
+            "load_score": int(load_scores(cols, self.plan, now)[0]),
+            "hot_value": hot,
+            "annotation_hot_penalty": int(annotation_hot_penalty(cols, self.plan, now)[0]),
+            "score": int(self.score(CycleState(), None, nodes, idx)[0]),  # type: ignore[arg-type]
+        }
+
+
+def new(args: Any, handle: Any) -> Dynamic:
+    """The registry factory."""
+    return Dynamic(args, handle)
+
+
+__all__ = ["HOT_VALUES_KEY", "LOAD_STORE_KEY", "NAME", "Dynamic", "new", "overload_reason"]
