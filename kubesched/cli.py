@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "scheduler": ("kubesched.scheduler.cli", "run the scheduler (a drop-in for kube-scheduler)"),
     "simulate": ("kubesched.scheduler.simulate", "schedule pods from a file offline and show why each landed where"),
     "bench": ("kubesched.bench.cli", "run scheduler_perf-style benchmarks"),
+    "annotator": ("kubesched.loadaware.cli", "write node load annotations from Prometheus (crane-scheduler-controller's job)"),
 }
 
 

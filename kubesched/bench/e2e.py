@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kubesched.bench.check import PlacementChecker, pod_key
-from kubesched.bench.inprocess import Progress, _base_result, _now_rfc3339
+from kubesched.bench.inprocess import Progress, _base_result
 from kubesched.bench.measure import peak_rss, summarize
 from kubesched.bench.profiles import WorkloadSkipped, config_document, required_plugin
 from kubesched.bench.workloads import CHURN_INTERVAL, Workload, load_annotations
@@ -202,7 +202,7 @@ async def _run(workload: Workload, options: E2eOptions, progress: Progress) -> d
     result = _base_result(workload, "e2e")
     result["create"] = options.create
     try:
-        required_plugin(workload, out_of_tree_ok=False)
+        required_plugin(workload)
     except WorkloadSkipped as e:
         result.update(skipped=str(e))
         return result
@@ -267,7 +267,7 @@ async def _drive(
         for ns in workload.namespaces:
             if ns != "default":
                 await client.create("v1", "namespaces", {"metadata": {"name": ns}})
-        annotate = load_annotations(_now_rfc3339()) if workload.load_annotations else None
+        annotate = load_annotations(time.time()) if workload.load_annotations else None
         nodes = workload.node_objects(annotate)
         progress("creating nodes", 0, len(nodes))
         await _create_all(lambda n: client.create("v1", "nodes", n), nodes)

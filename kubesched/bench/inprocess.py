@@ -268,7 +268,7 @@ async def _run(workload: Workload, options: RunOptions, progress: Progress) -> d
                   for ns in workload.namespaces]
     sched.informers["namespaces"] = _StaticInformer(namespaces)  # type: ignore[assignment]
 
-    annotate = load_annotations(_now_rfc3339()) if workload.load_annotations else None
+    annotate = load_annotations(time.time()) if workload.load_annotations else None
     nodes = workload.node_objects(annotate)
     progress("nodes", 0, len(nodes))
     for node in nodes:

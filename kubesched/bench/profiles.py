@@ -1,8 +1,9 @@
 """The scheduler configuration a workload runs with, and whether the plugins it needs exist.
 
 Most workloads run the default profile. LoadAware also needs crane's ``Dynamic`` plugin. It counts as
-registered when it is in-tree (``KNOWN_PLUGINS`` and ``in_tree_registry()``), or when a module
-``kubesched.loadaware.dynamic`` exposes ``PLUGIN_SPEC`` (a config ``PluginSpec``) and ``new(args, handle)``.
+registered when it is in-tree (``KNOWN_PLUGINS`` and ``in_tree_registry()``), or when ``kubesched.loadaware``
+exposes ``PLUGIN_SPEC`` (a config ``PluginSpec`` of that name) and ``new(args, handle)`` — the module
+``kubesched scheduler`` registers too, so the end-to-end mode can use it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from kubesched.bench.workloads import Workload
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
-OUT_OF_TREE_MODULES = ("kubesched.loadaware.dynamic",)
+OUT_OF_TREE_MODULES = ("kubesched.loadaware",)
 
 
 class WorkloadSkipped(Exception):

@@ -274,11 +274,16 @@ def get_workload(name: str) -> Workload:
     raise KeyError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
 
 
-def load_annotations(timestamp: str) -> Callable[[int], dict[str, str]]:
-    """Per-node load annotations in crane's format, varied by node so that scores differ."""
+def load_annotations(now: float) -> Callable[[int], dict[str, str]]:
+    """Per-node load annotations as crane's annotator writes them (``"<value>,<local time>Z"`` in the plugin's
+    default time zone), fresh at ``now`` and varied by node so that scores differ; all below crane's default
+    filter thresholds, so the Dynamic filter runs on every node but rejects none."""
+    from kubesched.loadaware.annotations import format_annotation, time_zone
+
+    zone = time_zone(None)
 
     def annotate(index: int) -> dict[str, str]:
         base = (index * 37 % 100) / 100.0
-        return {key: f"{base * (0.5 + j / 10):.5f},{timestamp}" for j, key in enumerate(LOAD_ANNOTATIONS)}
+        return {key: format_annotation(base * (0.1 + j / 10), now, zone) for j, key in enumerate(LOAD_ANNOTATIONS)}
 
     return annotate

@@ -750,15 +750,16 @@ class ClusterApi:
 
     def _remove(self, rtype: ResourceType, st: Stored) -> Stored:
         gone = self.store.delete(rtype.storage_key, st)
-        self._notify(rtype, "DELETED", None, gone.obj)
+        last = gone.obj  # decoded once: the store keeps deleted versions serialised
+        self._notify(rtype, "DELETED", None, last)
         # What controllers would do next, done at once: collect the dependents (background cascading deletion),
         # let a foreground-deleting owner go once its last blocking dependent is gone, finalize an emptied
         # terminating namespace.
-        meta = gone.obj.get("metadata") or {}
+        meta = last.get("metadata") or {}
         if rtype.kind in OWNER_KINDS or rtype.crd is not None:
             self._collect_dependents(meta.get("uid"))
         if meta.get("ownerReferences"):
-            self._resume_foreground_owners(gone.obj)
+            self._resume_foreground_owners(last)
         if rtype.namespaced and self._ns_type is not None and not self.store.holds_namespace(meta.get("namespace", "")):
             ns = self.store.get(self._ns_type.storage_key, ("", meta.get("namespace", "")))
             if ns is not None and (ns.obj.get("metadata") or {}).get("deletionTimestamp"):

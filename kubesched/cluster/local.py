@@ -6,6 +6,7 @@ Used by ``kubesched cluster up`` and, in-process, by tests and the benchmark.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import ssl
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from kubesched.cluster import certs, kubeconfig
 from kubesched.cluster.api import ClusterApi
 from kubesched.cluster.apiserver import ApiServer, start_server
 from kubesched.cluster.kubelet import NodeShape, SimulatedKubelets
+from kubesched.cluster.nodemetrics import DEFAULT_USAGE_SHARE, CpuSeries, NodeMetrics, UsageModel
 from kubesched.cluster.store import DEFAULT_HISTORY_SIZE, Store
 
 log = logging.getLogger("kubesched.cluster")
@@ -36,6 +38,10 @@ class ClusterOptions:
     watch_history: int = DEFAULT_HISTORY_SIZE
     heartbeat_interval: float = 10.0
     bookmark_interval: float = 60.0
+    # node-exporter metrics of all simulated nodes on one endpoint: None = off, 0 = a free port.
+    node_metrics_port: int | None = None
+    node_usage_share: float = DEFAULT_USAGE_SHARE
+    node_metrics_cpu_series: CpuSeries = "per-core"
 
 
 class LocalCluster:
@@ -44,6 +50,14 @@ class LocalCluster:
         self.store = Store(history_size=options.watch_history)
         self.api = ClusterApi(self.store)
         self.kubelets = SimulatedKubelets(self.api, heartbeat_interval=options.heartbeat_interval)
+        self.node_metrics: NodeMetrics | None = None
+        if options.node_metrics_port is not None:
+            self.node_metrics = NodeMetrics(
+                self.api,
+                model=UsageModel(options.node_usage_share),
+                cpu_series=options.node_metrics_cpu_series,
+            )
+        self.node_metrics_url = ""
         self.server: ApiServer | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -60,6 +74,9 @@ class LocalCluster:
         self.api.bootstrap()
         self.kubelets.register_nodes(self.node_names, o.node_shape, o.zones)
         self.kubelets.start()
+        if self.node_metrics is not None:
+            self.node_metrics.start()
+            self.node_metrics_url = await self.node_metrics.serve(o.bind_address, o.node_metrics_port or 0)
         host = o.bind_address
         url_host = f"[{host}]" if ":" in host else host
         if url_host in ("0.0.0.0", "[::]"):
@@ -88,6 +105,8 @@ class LocalCluster:
 
     async def stop(self) -> None:
         await self.kubelets.stop()
+        if self.node_metrics is not None:
+            await self.node_metrics.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -102,6 +121,9 @@ class LocalCluster:
 
 async def run_forever(cluster: LocalCluster, ready_message: str) -> None:
     await cluster.start()
+    # What start-up built (thousands of nodes and leases) lives as long as the process: keep it out of the
+    # garbage collector's full passes, which would otherwise walk all of it and stall the server each time.
+    gc.freeze()
     print(ready_message.format(url=cluster.url, kubeconfig=cluster.kubeconfig_path), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

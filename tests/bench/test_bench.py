@@ -3,6 +3,7 @@ and every workload runs (tiny) in both modes with its check passing. Correctness
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -26,7 +27,7 @@ from kubesched.cli import main
 
 # Tiny sizes that every workload can satisfy (anti-affinity needs a node per green pod).
 SMOKE_NODES, SMOKE_INIT, SMOKE_PODS = 12, 3, 8
-RUNNABLE = [name for name, w in WORKLOADS.items() if not w.needs_plugin]
+RUNNABLE = list(WORKLOADS)
 
 
 def smoke(name: str) -> Workload:
@@ -217,19 +218,21 @@ def test_e2e_smoke(name: str) -> None:
     assert_workload_specifics(name, result)
 
 
-def test_load_aware_is_skipped_with_a_reason_without_the_dynamic_plugin() -> None:
-    result = run_inprocess(WORKLOADS["LoadAware"].sized(4, 1, 2), RunOptions(timeout=10))
-    assert "Dynamic plugin" in result["skipped"]
+def test_workload_needing_an_unregistered_plugin_is_skipped_with_a_reason() -> None:
+    missing = dataclasses.replace(WORKLOADS["LoadAware"], needs_plugin="NoSuchPlugin").sized(4, 1, 2)
+    for result in (run_inprocess(missing, RunOptions(timeout=10)), run_e2e(missing, E2eOptions(timeout=10))):
+        assert "needs the NoSuchPlugin plugin, which is not registered" in result["skipped"]
+        assert "check" not in result
 
 
 def test_cli_json_runs_isolated_and_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["bench", "-w", "SchedulingBasic,LoadAware", "--nodes", "5", "--init-pods", "2", "--pods", "6",
-               "-o", "json", "--no-progress"])
+    rc = main(["bench", "-w", "SchedulingBasic,TopologySpreading", "--nodes", "5", "--init-pods", "2", "--pods",
+               "6", "-o", "json", "--no-progress"])
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert rc == 0
-    assert [r["workload"] for r in lines] == ["SchedulingBasic", "LoadAware"]
-    assert lines[0]["check"]["passed"] and lines[0]["measuredPods"] == 6 and lines[0]["nodes"] == 5
-    assert "skipped" in lines[1]
+    assert [r["workload"] for r in lines] == ["SchedulingBasic", "TopologySpreading"]
+    for r in lines:
+        assert r["check"]["passed"] and r["measuredPods"] == 6 and r["nodes"] == 5 and r["peakRSSBytes"] > 0
 
 
 def test_cli_fails_when_the_check_fails(capsys: pytest.CaptureFixture[str]) -> None:

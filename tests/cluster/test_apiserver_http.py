@@ -250,16 +250,16 @@ async def test_watch_modes(http: Client, cluster: LocalCluster) -> None:
     _, cm0 = await http.get(f"{CMS}/cm-00")
     await http.put(f"{CMS}/cm-00", {**cm0, "data": {"v": "1"}})
     # From a revision: only the changes after it.
-    _, lines = await http.watch(CMS, resourceVersion=str(since), limit_s=0.3)
+    _, lines = await http.watch(CMS, resourceVersion=str(since), limit_s=0.15)
     assert [orjson.loads(x)["type"] for x in lines] == ["MODIFIED"]
     # No revision, or "0": the current state first.
     for rv in ({}, {"resourceVersion": "0"}):
-        _, lines = await http.watch(CMS, limit_s=0.3, **rv)
+        _, lines = await http.watch(CMS, limit_s=0.15, **rv)
         assert [orjson.loads(x)["type"] for x in lines] == ["ADDED", "ADDED"]
     # sendInitialEvents=false: changes from now only, whether the resourceVersion is unset or "0".
     for rv in ({}, {"resourceVersion": "0"}):
         _, lines = await http.watch(CMS, sendInitialEvents="false", resourceVersionMatch="NotOlderThan",
-                                    limit_s=0.3, **rv)
+                                    limit_s=0.15, **rv)
         assert lines == []
     # sendInitialEvents needs resourceVersionMatch=NotOlderThan.
     status, body = await http.get(CMS, watch="true", sendInitialEvents="true")

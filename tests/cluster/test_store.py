@@ -381,3 +381,29 @@ def test_watcher_offer_after_close_is_ignored() -> None:
     st1 = s.create(PODS, obj("a", "x"))
     w.offer(store.Event(ADDED, st1.rv, st1, None))
     assert not w.buffer
+
+
+def test_superseded_versions_keep_only_their_bytes_and_still_read_back() -> None:
+    s = Store()
+    first = s.create(PODS, obj("a", "x", "red", 1))
+    first_obj = first.obj
+    second = s.update(PODS, obj("a", "x", "blue", 2), first)
+    # The old version reads back equal, decoded afresh (no dict kept alive by the history).
+    assert first.obj == first_obj
+    assert first.obj is not first.obj
+    assert orjson.loads(first.data) == first_obj
+    # The current version is the dict that was stored.
+    assert second.obj is second.obj
+    gone = s.delete(PODS, second)
+    assert gone.obj["n"] == 2 and gone.obj["metadata"]["resourceVersion"] == str(gone.rv)
+    assert orjson.loads(gone.data) == gone.obj
+
+
+def test_holds_namespace() -> None:
+    s = Store()
+    a = s.create(PODS, obj("a", "x"))
+    s.create(NODES, obj("", "n1"))
+    assert s.holds_namespace("a")
+    assert not s.holds_namespace("b")
+    s.delete(PODS, a)
+    assert not s.holds_namespace("a")

@@ -1,0 +1,240 @@
+"""``kubesched annotator``: crane-scheduler-controller's command line (``--policy-config-path``,
+``--prometheus-address``, ``--kubeconfig``, ``--master``, the leader-election flags, ``--health-port``), plus
+Prometheus authentication, TLS and timeout, query templates, instance matching, ``--cluster-name`` and the
+timestamp format.
+
+Losing the lease ends the process with status 1, as crane's controller does, so a supervisor restarts it as a
+candidate and two annotators never write at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import uuid
+from typing import Any
+
+log = logging.getLogger("kubesched.loadaware.annotator")
+
+EXIT_LEADERSHIP_LOST = 1
+DEFAULT_POLICY_PATH = "/etc/kubernetes/policy.yaml"  # crane controller's default
+DEFAULT_LEASE_NAME = "crane-scheduler-controller"
+DEFAULT_NAMESPACE_ENV = "CRANE_SYSTEM_NAMESPACE"
+DEFAULT_NAMESPACE = "crane-system"
+TIMESTAMP_FORMATS = ("crane", "rfc3339")
+
+
+def _go_bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "1", "t", "yes"):
+        return True
+    if v in ("false", "0", "f", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {value!r}")
+
+
+def _duration(value: str) -> float:
+    from kubesched.scheduler.config import parse_duration
+
+    try:
+        seconds = parse_duration(value)
+    except Exception as e:
+        raise argparse.ArgumentTypeError(f"invalid duration {value!r}: {e}") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {value!r}: must be greater than 0")
+    return seconds
+
+
+def _template_for(value: str) -> tuple[str, str]:
+    metric, eq, template = value.partition("=")
+    if not eq or not metric or not template:
+        raise argparse.ArgumentTypeError(f"expected METRIC=TEMPLATE, got {value!r}")
+    return metric, template
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy-config-path", default=DEFAULT_POLICY_PATH,
+                   help=f"the DynamicSchedulerPolicy file (default {DEFAULT_POLICY_PATH})")
+    p.add_argument("--prometheus-address", required=True, help="Prometheus URL, e.g. http://prometheus:9090")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    p.add_argument("--master", help="address of the API server (overrides the kubeconfig's server)")
+    p.add_argument("--leader-elect", type=_go_bool, nargs="?", const=True, default=True,
+                   help="campaign for a Lease before writing (default true)")
+    p.add_argument("--leader-elect-lease-duration", type=_duration, default=15.0)
+    p.add_argument("--leader-elect-renew-deadline", type=_duration, default=10.0)
+    p.add_argument("--leader-elect-retry-period", type=_duration, default=2.0)
+    p.add_argument("--leader-elect-resource-lock", default="leases", help="only 'leases' is supported")
+    p.add_argument("--leader-elect-resource-name", default=DEFAULT_LEASE_NAME)
+    p.add_argument("--leader-elect-resource-namespace", default=None,
+                   help=f"default ${DEFAULT_NAMESPACE_ENV}, else {DEFAULT_NAMESPACE}")
+    p.add_argument("--health-port", type=int, default=8090, help="port of /healthz (0 = off)")
+    p.add_argument("--health-bind-address", default="0.0.0.0")
+    p.add_argument("--concurrent-syncs", type=int, default=8, help="node PATCH requests in flight (crane: 1)")
+    p.add_argument("--binding-heap-size", type=int, default=1024,
+                   help="accepted for compatibility: bindings are kept by age (the policy's longest timeRange)")
+    # Prometheus
+    p.add_argument("--prometheus-timeout", type=_duration, default=10.0, help="per query (default 10s)")
+    p.add_argument("--prometheus-bearer-token-file", default=None)
+    p.add_argument("--prometheus-username", default=None, help="basic auth user")
+    p.add_argument("--prometheus-password-file", default=None, help="basic auth password file")
+    p.add_argument("--prometheus-ca-file", default=None, help="CA bundle for an https Prometheus")
+    p.add_argument("--prometheus-insecure-skip-verify", action="store_true")
+    p.add_argument("--query-template", default=None,
+                   help="PromQL for a metric; placeholders $metric $selector $node $ip $cluster "
+                        "(default: '$metric{$selector} / 100', crane's query)")
+    p.add_argument("--query-template-for", type=_template_for, action="append", default=[],
+                   metavar="METRIC=TEMPLATE", help="the query of one metric (repeatable)")
+    p.add_argument("--instance-match", default="auto",
+                   help="how series are matched to nodes: auto (crane's), ip, ip:port, nodename, label:<name>")
+    p.add_argument("--cluster-name", default=None,
+                   help="only series whose 'cluster' label has this value (a Prometheus shared by clusters)")
+    # what is written
+    p.add_argument("--timestamp-format", choices=TIMESTAMP_FORMATS, default="crane",
+                   help="crane: local time in --time-zone with a literal Z (what crane's scheduler reads); "
+                        "rfc3339: UTC with +00:00")
+    p.add_argument("--time-zone", default=None, help="zone of crane timestamps (default $TZ, else Asia/Shanghai)")
+    p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity (klog levels)")
+
+
+def _setup_logging(verbosity: int) -> None:
+    level = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 1 else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname).1s %(name)s] %(message)s")
+
+
+def dynamic_args_from_flags(args: argparse.Namespace) -> Any:
+    """The flags as the plugin's ``DynamicArgs`` (one validation and one Prometheus client for both)."""
+    from .args import BasicAuth, DynamicArgs
+
+    fields: dict[str, Any] = {
+        "prome_addr": args.prometheus_address,
+        "cluster_name": args.cluster_name,
+        "prome_bearer_token_file": args.prometheus_bearer_token_file,
+        "prome_ca_file": args.prometheus_ca_file,
+        "prome_insecure_skip_verify": args.prometheus_insecure_skip_verify,
+        "prome_query_timeout": args.prometheus_timeout,
+        "prome_query_templates": dict(args.query_template_for),
+        "instance_match": args.instance_match,
+        "annotation_time_zone": args.time_zone,
+    }
+    if args.query_template is not None:
+        fields["prome_query_template"] = args.query_template
+    if args.prometheus_username is not None:
+        fields["prome_basic_auth"] = BasicAuth(
+            username=args.prometheus_username, password_file=args.prometheus_password_file
+        )
+    model = DynamicArgs.model_validate({k: v for k, v in fields.items() if v is not None})
+    problems = [str(p) for p in model.validate_args("flags")]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return model
+
+
+def run(args: argparse.Namespace) -> int:
+    _setup_logging(args.verbosity)
+    from kubesched.client.config import ConfigError, load_config
+
+    from .annotations import time_zone
+    from .policy import PolicyError, load_policy
+
+    try:
+        policy = load_policy(args.policy_config_path)
+        dynamic_args = dynamic_args_from_flags(args)
+        zone = time_zone(args.time_zone) if args.timestamp_format == "crane" else None
+        if args.leader_elect_resource_lock != "leases":
+            raise ValueError(f"--leader-elect-resource-lock: only 'leases' is supported, not {args.leader_elect_resource_lock!r}")
+        if args.leader_elect and not (
+            args.leader_elect_lease_duration > args.leader_elect_renew_deadline > 1.2 * args.leader_elect_retry_period
+        ):
+            raise ValueError("leader election: lease duration > renew deadline > 1.2 x retry period is required")
+    except (PolicyError, ValueError) as e:
+        print(f"kubesched annotator: {e}", file=sys.stderr)
+        return 1
+    for warning in policy.warnings:
+        log.warning("policy %s: %s", args.policy_config_path, warning)
+    try:
+        client_config = load_config(args.kubeconfig, args.master)
+    except ConfigError as e:
+        print(f"kubesched annotator: {e}", file=sys.stderr)
+        return 1
+    try:
+        return asyncio.run(_main(args, policy, dynamic_args, zone, client_config))
+    except KeyboardInterrupt:
+        return 0
+    except OSError as e:
+        print(f"kubesched annotator: {e}", file=sys.stderr)
+        return 1
+
+
+async def _main(args: argparse.Namespace, policy: Any, dynamic_args: Any, zone: Any, client_config: Any) -> int:
+    from kubesched.client.leaderelection import LeaderElector
+    from kubesched.client.rest import ApiClient
+
+    from .annotator import Annotator, HealthServer
+    from .poller import LoadQuerier, QuerySettings, prometheus_from_args
+
+    client = ApiClient(client_config)
+    prometheus = prometheus_from_args(dynamic_args)
+    settings = QuerySettings.from_args(dynamic_args)
+    annotator = Annotator(
+        client, LoadQuerier(prometheus, settings), policy, zone=zone, concurrency=args.concurrent_syncs
+    )
+    elector = None
+    if args.leader_elect:
+        namespace = args.leader_elect_resource_namespace or os.environ.get(DEFAULT_NAMESPACE_ENV) or DEFAULT_NAMESPACE
+        elector = LeaderElector(
+            client,
+            namespace=namespace,
+            name=args.leader_elect_resource_name,
+            identity=f"{socket.gethostname()}_{uuid.uuid4()}",
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+            release_on_cancel=True,
+            on_new_leader=lambda who: log.info("new leader elected: %s", who),
+        )
+    health = HealthServer(args.health_bind_address, args.health_port, elector=elector) if args.health_port else None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if health is not None:
+            await health.start()
+        annotator.start_informers()
+        work = asyncio.create_task(_synced_then_run(annotator, elector))
+        stopper = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if stopper in done:
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+            return 0
+        stopper.cancel()
+        work.result()  # an unexpected error surfaces here
+        print("kubesched annotator: leaderelection lost", file=sys.stderr)
+        return EXIT_LEADERSHIP_LOST
+    finally:
+        await annotator.stop()
+        if health is not None:
+            await health.stop()
+        close = getattr(prometheus, "close", None)
+        if close is not None:
+            await close()
+        await client.close()
+
+
+async def _synced_then_run(annotator: Any, elector: Any) -> None:
+    from .annotator import run_annotator
+
+    await annotator.wait_for_sync()
+    await run_annotator(annotator, elector)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    parser = argparse.ArgumentParser(prog="kubesched annotator")
+    add_arguments(parser)
+    sys.exit(run(parser.parse_args()))
