@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger("kubesched.loadaware.annotator")
@@ -134,8 +135,18 @@ def dynamic_args_from_flags(args: argparse.Namespace) -> Any:
     return model
 
 
-def run(args: argparse.Namespace) -> int:
-    _setup_logging(args.verbosity)
+@dataclass(frozen=True)
+class Setup:
+    """Everything the flags decide, checked before anything is contacted."""
+
+    policy: Any
+    dynamic_args: Any
+    zone: Any  # a tzinfo for crane timestamps, None for RFC 3339
+    client_config: Any
+
+
+def setup(args: argparse.Namespace) -> Setup:
+    """Read and check the policy and the flags; ``ValueError`` says what is wrong."""
     from kubesched.client.config import ConfigError, load_config
 
     from .annotations import time_zone
@@ -143,26 +154,36 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         policy = load_policy(args.policy_config_path)
-        dynamic_args = dynamic_args_from_flags(args)
-        zone = time_zone(args.time_zone) if args.timestamp_format == "crane" else None
-        if args.leader_elect_resource_lock != "leases":
-            raise ValueError(f"--leader-elect-resource-lock: only 'leases' is supported, not {args.leader_elect_resource_lock!r}")
-        if args.leader_elect and not (
-            args.leader_elect_lease_duration > args.leader_elect_renew_deadline > 1.2 * args.leader_elect_retry_period
-        ):
-            raise ValueError("leader election: lease duration > renew deadline > 1.2 x retry period is required")
-    except (PolicyError, ValueError) as e:
-        print(f"kubesched annotator: {e}", file=sys.stderr)
-        return 1
+    except PolicyError as e:
+        raise ValueError(str(e)) from None
+    dynamic_args = dynamic_args_from_flags(args)
+    zone = time_zone(args.time_zone) if args.timestamp_format == "crane" else None
+    if args.leader_elect_resource_lock != "leases":
+        raise ValueError(
+            f"--leader-elect-resource-lock: only 'leases' is supported, not {args.leader_elect_resource_lock!r}"
+        )
+    if args.leader_elect and not (
+        args.leader_elect_lease_duration > args.leader_elect_renew_deadline > 1.2 * args.leader_elect_retry_period
+    ):
+        raise ValueError("leader election: lease duration > renew deadline > 1.2 x retry period is required")
     for warning in policy.warnings:
         log.warning("policy %s: %s", args.policy_config_path, warning)
     try:
         client_config = load_config(args.kubeconfig, args.master)
     except ConfigError as e:
+        raise ValueError(str(e)) from None
+    return Setup(policy, dynamic_args, zone, client_config)
+
+
+def run(args: argparse.Namespace) -> int:
+    _setup_logging(args.verbosity)
+    try:
+        prepared = setup(args)
+    except ValueError as e:
         print(f"kubesched annotator: {e}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(_main(args, policy, dynamic_args, zone, client_config))
+        return asyncio.run(serve(args, prepared))
     except KeyboardInterrupt:
         return 0
     except OSError as e:
@@ -170,18 +191,20 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-async def _main(args: argparse.Namespace, policy: Any, dynamic_args: Any, zone: Any, client_config: Any) -> int:
+async def serve(args: argparse.Namespace, prepared: Setup, stop: asyncio.Event | None = None) -> int:
+    """Run until ``stop`` is set (SIGINT/SIGTERM when not given): 0; or until leadership is lost: 1."""
     from kubesched.client.leaderelection import LeaderElector
     from kubesched.client.rest import ApiClient
 
     from .annotator import Annotator, HealthServer
     from .poller import LoadQuerier, QuerySettings, prometheus_from_args
 
-    client = ApiClient(client_config)
-    prometheus = prometheus_from_args(dynamic_args)
-    settings = QuerySettings.from_args(dynamic_args)
+    client = ApiClient(prepared.client_config)
+    prometheus = prometheus_from_args(prepared.dynamic_args)
+    settings = QuerySettings.from_args(prepared.dynamic_args)
     annotator = Annotator(
-        client, LoadQuerier(prometheus, settings), policy, zone=zone, concurrency=args.concurrent_syncs
+        client, LoadQuerier(prometheus, settings), prepared.policy, zone=prepared.zone,
+        concurrency=args.concurrent_syncs,
     )
     elector = None
     if args.leader_elect:
@@ -198,13 +221,15 @@ async def _main(args: argparse.Namespace, policy: Any, dynamic_args: Any, zone: 
             on_new_leader=lambda who: log.info("new leader elected: %s", who),
         )
     health = HealthServer(args.health_bind_address, args.health_port, elector=elector) if args.health_port else None
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
     try:
         if health is not None:
             await health.start()
+            log.info("serving /healthz on %s:%d", args.health_bind_address, health.port)
         annotator.start_informers()
         work = asyncio.create_task(_synced_then_run(annotator, elector))
         stopper = asyncio.create_task(stop.wait())
@@ -221,9 +246,7 @@ async def _main(args: argparse.Namespace, policy: Any, dynamic_args: Any, zone: 
         await annotator.stop()
         if health is not None:
             await health.stop()
-        close = getattr(prometheus, "close", None)
-        if close is not None:
-            await close()
+        await prometheus.close()
         await client.close()
 
 

@@ -289,6 +289,9 @@ class Scheduler:
             except Exception:
                 log.exception("scheduling %s failed unexpectedly", qpi.pod_info.key)
                 self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+            # Let bindings, informer updates and event writes run between cycles: with a full queue neither
+            # pop() nor a successful cycle awaits anything, and they would otherwise wait for the queue to drain.
+            await asyncio.sleep(0)
 
     async def stop(self) -> None:
         self._stopping = True
