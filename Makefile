@@ -20,6 +20,7 @@ demo: $(STAMP)
 	$(BIN)/python -m kubesched.demo
 
 test: $(STAMP)
+	bash scripts/ensure-prometheus.sh
 	$(BIN)/ruff check kubesched tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kubesched.cluster.kubelet import NodeShape
 from kubesched.cluster.local import ClusterOptions, LocalCluster, run_forever
+from kubesched.cluster.nodemetrics import CPU_SERIES_CHOICES, DEFAULT_USAGE_SHARE
 from kubesched.cluster.store import DEFAULT_HISTORY_SIZE
 
 
@@ -35,6 +36,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="seconds between node Lease renewals (default 10, as the kubelet)")
     up.add_argument("--bookmark-interval", type=float, default=60.0,
                     help="seconds between watch bookmarks for clients that allow them (default 60)")
+    up.add_argument("--node-metrics-port", type=int, default=None, metavar="PORT",
+                    help="serve node-exporter metrics of all simulated nodes at http://<bind-address>:PORT/metrics "
+                         "(0 picks a free port; default: off)")
+    up.add_argument("--node-usage-share", type=float, default=DEFAULT_USAGE_SHARE,
+                    help="a pod without usage annotations uses this share of its requests "
+                         f"(default {DEFAULT_USAGE_SHARE})")
+    up.add_argument("--node-metrics-cpu-series", choices=CPU_SERIES_CHOICES, default="per-core",
+                    help="node_cpu_seconds_total series per node and mode: one per core (as node-exporter), or "
+                         "'one' averaged core (crane's rules read the same load; far fewer series at 5,000 nodes)")
     up.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
 
 
@@ -46,6 +56,12 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.nodes < 0:
         print("kubesched cluster up: --nodes must be >= 0", file=sys.stderr)
+        return 2
+    if args.node_metrics_port is not None and not 0 <= args.node_metrics_port <= 65535:
+        print("kubesched cluster up: --node-metrics-port must be in 0..65535", file=sys.stderr)
+        return 2
+    if not args.node_usage_share >= 0:
+        print("kubesched cluster up: --node-usage-share must be >= 0", file=sys.stderr)
         return 2
     options = ClusterOptions(
         bind_address=args.bind_address,
@@ -60,12 +76,17 @@ def run(args: argparse.Namespace) -> int:
         watch_history=args.watch_history,
         heartbeat_interval=args.node_heartbeat_interval,
         bookmark_interval=args.bookmark_interval,
+        node_metrics_port=args.node_metrics_port,
+        node_usage_share=args.node_usage_share,
+        node_metrics_cpu_series=args.node_metrics_cpu_series,
     )
     print(f"kubesched cluster: data dir {options.data_dir}", flush=True)
     cluster = LocalCluster(options)
+    ready = "kubesched cluster: serving on {url}\nkubesched cluster: kubeconfig {kubeconfig}\n"
+    if options.node_metrics_port is not None:
+        ready += "kubesched cluster: node metrics {node_metrics_url}\n"
     try:
-        asyncio.run(run_forever(cluster, "kubesched cluster: serving on {url}\nkubesched cluster: kubeconfig {kubeconfig}\n"
-                                         "kubesched cluster: ready"))
+        asyncio.run(run_forever(cluster, ready + "kubesched cluster: ready"))
     except OSError as e:
         print(f"kubesched cluster up: cannot serve on {args.bind_address}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 1

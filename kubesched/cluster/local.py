@@ -124,7 +124,12 @@ async def run_forever(cluster: LocalCluster, ready_message: str) -> None:
     # What start-up built (thousands of nodes and leases) lives as long as the process: keep it out of the
     # garbage collector's full passes, which would otherwise walk all of it and stall the server each time.
     gc.freeze()
-    print(ready_message.format(url=cluster.url, kubeconfig=cluster.kubeconfig_path), flush=True)
+    print(
+        ready_message.format(
+            url=cluster.url, kubeconfig=cluster.kubeconfig_path, node_metrics_url=cluster.node_metrics_url
+        ),
+        flush=True,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     import signal

@@ -178,7 +178,8 @@ class NodeHistory:
     instance: str
     cores: float
     memory: float
-    cpu_series: int  # how many ``cpu`` series the counters are split over
+    cpu_series: int  # how many ``cpu`` series each mode has
+    cpu_divisor: float  # each series' value is the node total divided by this
     times: np.ndarray
     cpu_used: np.ndarray  # cores (capped at ``cores``)
     memory_used: np.ndarray  # bytes
@@ -337,6 +338,11 @@ class NodeMetrics:
     def _series_count(self, n: _Node) -> int:
         return max(1, round(n.cores)) if self.cpu_series == "per-core" else 1
 
+    def _cpu_divisor(self, n: _Node) -> float:
+        """Node totals are divided by this for each cpu series: per core, the series share the node's time;
+        the one averaged core advances at the node's rate / cores."""
+        return float(self._series_count(n)) if self.cpu_series == "per-core" else n.cores or 1.0
+
     def _prefixes(self, n: _Node) -> list[list[str]]:
         if n.prefixes is None:
             target = f'instance="{_escape(n.instance)}",node="{_escape(n.name)}"'
@@ -362,9 +368,9 @@ class NodeMetrics:
         for start in range(0, len(nodes), SLICE_NODES):
             lines: list[str] = []
             for n in nodes[start : start + SLICE_NODES]:
-                per_series = self._series_count(n)
+                divisor = self._cpu_divisor(n)
                 for prefixes, total in zip(self._prefixes(n), n.counters_at(now), strict=True):
-                    value = f"{total / per_series!r}\n"
+                    value = f"{total / divisor!r}\n"
                     lines.extend(p + value for p in prefixes)
             yield "".join(lines)
         for family, help_text, value_of in (
@@ -442,7 +448,16 @@ class NodeMetrics:
             counters = np.maximum(final[None, :] - spent_after, 0.0)
             out.append(
                 NodeHistory(
-                    n.name, n.instance, n.cores, n.memory, self._series_count(n), times, cpu, memory, counters
+                    n.name,
+                    n.instance,
+                    n.cores,
+                    n.memory,
+                    self._series_count(n),
+                    self._cpu_divisor(n),
+                    times,
+                    cpu,
+                    memory,
+                    counters,
                 )
             )
         return out
@@ -469,7 +484,7 @@ def write_openmetrics(
         target = f'instance="{_escape(h.instance)}",node="{_escape(h.name)}"{extra}'
         stamps = [_timestamp(t) for t in h.times]
         for m, mode in enumerate(MODES):
-            values = h.counters[:, m] / h.cpu_series
+            values = h.counters[:, m] / h.cpu_divisor
             for cpu in range(h.cpu_series):
                 name = f'node_cpu_seconds_total{{{target},cpu="{cpu}",mode="{mode}"}} '
                 out.writelines(f"{name}{v!r} {s}\n" for v, s in zip(values.tolist(), stamps, strict=True))

@@ -137,6 +137,9 @@ class Annotator:
 
     async def sync(self, metrics: Sequence[str], *, leading: asyncio.Event | None = None) -> SyncReport:
         """Query ``metrics`` for every node and patch each node whose annotations need it."""
+        unknown = [m for m in metrics if m not in self.periods]
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)}: not in the policy's syncPolicy")
         report = SyncReport(tuple(metrics))
         nodes = [n for n in self.nodes.list() if (n.get("metadata") or {}).get("name")]
         addresses = [node_address(n) for n in nodes]
@@ -169,7 +172,9 @@ class Annotator:
             updates = {}
             for metric, by_node in values.items():
                 if name in by_node:
-                    text = self._metric_update(current.get(metric), metric, by_node[name], now, next_sync[metric])
+                    text = self._metric_update(
+                        current.get(metric), metric, by_node[name], now, next_sync[metric]
+                    )
                     if text is not None:
                         updates[metric] = text
             hot = self.hot_values.hot_value(name, self.policy.spec.hot_value, now)
@@ -190,7 +195,10 @@ class Annotator:
         await asyncio.gather(*(one(n) for n in nodes))
         log.info(
             "synced %s: %d nodes patched, %d unchanged, %d failed",
-            ", ".join(values), report.patched, report.unchanged, report.failed_patches,
+            ", ".join(values),
+            report.patched,
+            report.unchanged,
+            report.failed_patches,
         )
         return report
 
@@ -238,8 +246,12 @@ class Annotator:
         self.patches += 1
         try:
             await self.client.patch(
-                "v1", "nodes", node, {"metadata": {"annotations": annotations}},
-                patch_type="merge", field_manager=FIELD_MANAGER,
+                "v1",
+                "nodes",
+                node,
+                {"metadata": {"annotations": annotations}},
+                patch_type="merge",
+                field_manager=FIELD_MANAGER,
             )
         except ApiError as exc:
             if exc.is_not_found():
@@ -271,9 +283,7 @@ async def run_annotator(annotator: Annotator, elector: LeaderElector | None = No
 class HealthServer:
     """``/healthz``: ok, unless we lead but have not renewed the lease for too long (crane: ping only)."""
 
-    def __init__(
-        self, bind_address: str, port: int, *, elector: LeaderElector | None = None
-    ) -> None:
+    def __init__(self, bind_address: str, port: int, *, elector: LeaderElector | None = None) -> None:
         self.bind_address = bind_address
         self.port = port
         self.elector = elector

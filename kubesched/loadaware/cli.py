@@ -59,25 +59,41 @@ def _template_for(value: str) -> tuple[str, str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--policy-config-path", default=DEFAULT_POLICY_PATH,
-                   help=f"the DynamicSchedulerPolicy file (default {DEFAULT_POLICY_PATH})")
+    p.add_argument(
+        "--policy-config-path",
+        default=DEFAULT_POLICY_PATH,
+        help=f"the DynamicSchedulerPolicy file (default {DEFAULT_POLICY_PATH})",
+    )
     p.add_argument("--prometheus-address", required=True, help="Prometheus URL, e.g. http://prometheus:9090")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     p.add_argument("--master", help="address of the API server (overrides the kubeconfig's server)")
-    p.add_argument("--leader-elect", type=_go_bool, nargs="?", const=True, default=True,
-                   help="campaign for a Lease before writing (default true)")
+    p.add_argument(
+        "--leader-elect",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="campaign for a Lease before writing (default true)",
+    )
     p.add_argument("--leader-elect-lease-duration", type=_duration, default=15.0)
     p.add_argument("--leader-elect-renew-deadline", type=_duration, default=10.0)
     p.add_argument("--leader-elect-retry-period", type=_duration, default=2.0)
     p.add_argument("--leader-elect-resource-lock", default="leases", help="only 'leases' is supported")
     p.add_argument("--leader-elect-resource-name", default=DEFAULT_LEASE_NAME)
-    p.add_argument("--leader-elect-resource-namespace", default=None,
-                   help=f"default ${DEFAULT_NAMESPACE_ENV}, else {DEFAULT_NAMESPACE}")
+    p.add_argument(
+        "--leader-elect-resource-namespace",
+        default=None,
+        help=f"default ${DEFAULT_NAMESPACE_ENV}, else {DEFAULT_NAMESPACE}",
+    )
     p.add_argument("--health-port", type=int, default=8090, help="port of /healthz (0 = off)")
     p.add_argument("--health-bind-address", default="0.0.0.0")
     p.add_argument("--concurrent-syncs", type=int, default=8, help="node PATCH requests in flight (crane: 1)")
-    p.add_argument("--binding-heap-size", type=int, default=1024,
-                   help="accepted for compatibility: bindings are kept by age (the policy's longest timeRange)")
+    p.add_argument(
+        "--binding-heap-size",
+        type=int,
+        default=1024,
+        help="accepted for compatibility: bindings are kept by age (the policy's longest timeRange)",
+    )
     # Prometheus
     p.add_argument("--prometheus-timeout", type=_duration, default=10.0, help="per query (default 10s)")
     p.add_argument("--prometheus-bearer-token-file", default=None)
@@ -85,20 +101,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus-password-file", default=None, help="basic auth password file")
     p.add_argument("--prometheus-ca-file", default=None, help="CA bundle for an https Prometheus")
     p.add_argument("--prometheus-insecure-skip-verify", action="store_true")
-    p.add_argument("--query-template", default=None,
-                   help="PromQL for a metric; placeholders $metric $selector $node $ip $cluster "
-                        "(default: '$metric{$selector} / 100', crane's query)")
-    p.add_argument("--query-template-for", type=_template_for, action="append", default=[],
-                   metavar="METRIC=TEMPLATE", help="the query of one metric (repeatable)")
-    p.add_argument("--instance-match", default="auto",
-                   help="how series are matched to nodes: auto (crane's), ip, ip:port, nodename, label:<name>")
-    p.add_argument("--cluster-name", default=None,
-                   help="only series whose 'cluster' label has this value (a Prometheus shared by clusters)")
+    p.add_argument(
+        "--query-template",
+        default=None,
+        help="PromQL for a metric; placeholders $metric $selector $node $ip $cluster "
+        "(default: '$metric{$selector} / 100', crane's query)",
+    )
+    p.add_argument(
+        "--query-template-for",
+        type=_template_for,
+        action="append",
+        default=[],
+        metavar="METRIC=TEMPLATE",
+        help="the query of one metric (repeatable)",
+    )
+    p.add_argument(
+        "--instance-match",
+        default="auto",
+        help="how series are matched to nodes: auto (crane's), ip, ip:port, nodename, label:<name>",
+    )
+    p.add_argument(
+        "--cluster-name",
+        default=None,
+        help="only series whose 'cluster' label has this value (a Prometheus shared by clusters)",
+    )
     # what is written
-    p.add_argument("--timestamp-format", choices=TIMESTAMP_FORMATS, default="crane",
-                   help="crane: local time in --time-zone with a literal Z (what crane's scheduler reads); "
-                        "rfc3339: UTC with +00:00")
-    p.add_argument("--time-zone", default=None, help="zone of crane timestamps (default $TZ, else Asia/Shanghai)")
+    p.add_argument(
+        "--timestamp-format",
+        choices=TIMESTAMP_FORMATS,
+        default="crane",
+        help="crane: local time in --time-zone with a literal Z (what crane's scheduler reads); "
+        "rfc3339: UTC with +00:00",
+    )
+    p.add_argument(
+        "--time-zone", default=None, help="zone of crane timestamps (default $TZ, else Asia/Shanghai)"
+    )
     p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity (klog levels)")
 
 
@@ -163,7 +200,9 @@ def setup(args: argparse.Namespace) -> Setup:
             f"--leader-elect-resource-lock: only 'leases' is supported, not {args.leader_elect_resource_lock!r}"
         )
     if args.leader_elect and not (
-        args.leader_elect_lease_duration > args.leader_elect_renew_deadline > 1.2 * args.leader_elect_retry_period
+        args.leader_elect_lease_duration
+        > args.leader_elect_renew_deadline
+        > 1.2 * args.leader_elect_retry_period
     ):
         raise ValueError("leader election: lease duration > renew deadline > 1.2 x retry period is required")
     for warning in policy.warnings:
@@ -203,12 +242,17 @@ async def serve(args: argparse.Namespace, prepared: Setup, stop: asyncio.Event |
     prometheus = prometheus_from_args(prepared.dynamic_args)
     settings = QuerySettings.from_args(prepared.dynamic_args)
     annotator = Annotator(
-        client, LoadQuerier(prometheus, settings), prepared.policy, zone=prepared.zone,
+        client,
+        LoadQuerier(prometheus, settings),
+        prepared.policy,
+        zone=prepared.zone,
         concurrency=args.concurrent_syncs,
     )
     elector = None
     if args.leader_elect:
-        namespace = args.leader_elect_resource_namespace or os.environ.get(DEFAULT_NAMESPACE_ENV) or DEFAULT_NAMESPACE
+        namespace = (
+            args.leader_elect_resource_namespace or os.environ.get(DEFAULT_NAMESPACE_ENV) or DEFAULT_NAMESPACE
+        )
         elector = LeaderElector(
             client,
             namespace=namespace,
@@ -220,7 +264,11 @@ async def serve(args: argparse.Namespace, prepared: Setup, stop: asyncio.Event |
             release_on_cancel=True,
             on_new_leader=lambda who: log.info("new leader elected: %s", who),
         )
-    health = HealthServer(args.health_bind_address, args.health_port, elector=elector) if args.health_port else None
+    health = (
+        HealthServer(args.health_bind_address, args.health_port, elector=elector)
+        if args.health_port
+        else None
+    )
     if stop is None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

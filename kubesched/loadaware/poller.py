@@ -148,7 +148,9 @@ class LoadQuerier:
         return {name: value for name, value in found if value is not None}
 
 
-def match_series(series: Iterable[Sample], nodes: Sequence[NodeAddress], match: InstanceMatch) -> dict[str, float]:
+def match_series(
+    series: Iterable[Sample], nodes: Sequence[NodeAddress], match: InstanceMatch
+) -> dict[str, float]:
     """Assign the series of a metric to nodes as the per-node selectors would (later series win, as in crane)."""
     if match.mode == "label":
         by_label = {labels[match.label]: v for labels, v in series if match.label in labels}
@@ -207,8 +209,12 @@ class MetricSchedule:
         self.retry_initial = retry_initial
         self.retry_max = retry_max
 
+    def _window(self, metric: str) -> float:
+        # Never so wide that a short period loses ticks to it.
+        return min(self.coalesce, self.periods[metric] / 4)
+
     def due(self, now: float) -> list[str]:
-        return [m for m, at in self._next.items() if at <= now + self.coalesce]
+        return [m for m, at in self._next.items() if at <= now + self._window(m)]
 
     def next_wake(self) -> float:
         return min(self._next.values(), default=math.inf)
@@ -219,7 +225,7 @@ class MetricSchedule:
     def upcoming(self, metric: str, now: float) -> float:
         """The first regular tick of ``metric`` after the round running at ``now``."""
         period, tick = self.periods[metric], self._tick[metric]
-        while tick <= now + self.coalesce:
+        while tick <= now + self._window(metric):
             tick += period
         return tick
 
@@ -356,7 +362,9 @@ def poll_periods(policy: DynamicSchedulerPolicy, every: float | None) -> dict[st
             log.warning(
                 "direct mode: metricsUpdatePeriodBySeconds (%gs) is not shorter than how long %s stays fresh "
                 "(%gs = its syncPolicy period + 5m): the value will be stale between polls",
-                every, sync.name, sync.active_duration,
+                every,
+                sync.name,
+                sync.active_duration,
             )
     return periods
 
@@ -463,11 +471,16 @@ async def rebuild_hot_values_from_api(
     client: ApiClient, frameworks: Mapping[str, Any], *, clock: Callable[[], float] = time.time
 ) -> int:
     """Seed every Dynamic plugin's hot-value store from recent core/v1 ``Scheduled`` events (any scheduler's:
-    the hot value is about the node). Returns the bindings recorded; no request when no profile runs Dynamic."""
+    the hot value is about the node). Returns the bindings recorded; no request when no profile runs Dynamic.
+    Best effort: a failed LIST is logged and gives 0 (scheduling must not wait on it)."""
     stores: dict[int, HotValueStore] = {id(p.hot_values): p.hot_values for p in _dynamic_plugins(frameworks)}
     if not stores:
         return 0
-    listed = await client.list_all("v1", "events", field_selector="reason=Scheduled")
+    try:
+        listed = await client.list_all("v1", "events", field_selector="reason=Scheduled")
+    except Exception as exc:  # ApiError or connection trouble alike
+        log.warning("Dynamic: cannot list Scheduled events to rebuild the hot values: %s", exc)
+        return 0
     events = listed.get("items") or []
     now = clock()
     return sum(store.rebuild_from_events(events, now) for store in stores.values())

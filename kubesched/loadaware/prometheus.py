@@ -248,8 +248,8 @@ def write_recorded(histories: Iterable[NodeHistory], out: TextIO, *, job: str = 
     cpu: list[tuple[str, np.ndarray, np.ndarray]] = []
     mem: list[tuple[str, np.ndarray, np.ndarray]] = []
     for h in histories:
-        # The rule averages the idle rate of the node's cpu series; the history spreads idle time over them.
-        cpu_active = 100.0 - 100.0 * (h.cores - h.cpu_used) / h.cpu_series
+        # The rule averages the idle rate of the node's cpu series, each carrying total / cpu_divisor.
+        cpu_active = 100.0 - 100.0 * (h.cores - h.cpu_used) / h.cpu_divisor
         mem_active = (
             100.0 * (1.0 - np.maximum(h.memory - h.memory_used, 0.0) / h.memory) if h.memory else h.times * 0
         )

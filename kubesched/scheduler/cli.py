@@ -181,6 +181,9 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
             server.add_json_route("/debug/decisions", lambda: {"decisions": sched.decisions.snapshot()})
         await server.start()
         log.info("serving securely on %s:%s", args.bind_address, server.port)
+    from kubesched.loadaware.poller import rebuild_hot_values_from_api, start_pollers, stop_pollers
+
+    pollers: list[Any] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -196,8 +199,12 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
             return 0
         if server is not None:
             server.mark_handlers_synced()
+        # Dynamic in direct mode: Prometheus pollers fill the in-memory load store (on standbys too, so a new
+        # leader has values at once).
+        pollers = start_pollers(sched.frameworks, sched.informers["nodes"].list)
         le = config.leader_election
         if not le.leader_elect:
+            await rebuild_hot_values_from_api(client, sched.frameworks)
             run_task = asyncio.create_task(sched.run())
             await asyncio.wait({run_task, stopper}, return_when=asyncio.FIRST_COMPLETED)
             return 0
@@ -237,6 +244,7 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
         exit_code = EXIT_LEADERSHIP_LOST
         return exit_code
     finally:
+        await stop_pollers(pollers)
         await sched.stop()
         if server is not None:
             await server.stop()
@@ -246,6 +254,10 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
 async def _lead(sched: Any, elector: Any, metrics: Any, lease_name: str) -> None:
     metrics.set_leader(lease_name, True)
     log.info("became leader; scheduling")
+    from kubesched.loadaware.poller import rebuild_hot_values_from_api
+
+    # Dynamic's hot value: bindings the previous leader made recently still count.
+    await rebuild_hot_values_from_api(sched.client, sched.frameworks)
     await sched.run(elector.leading)
 
 

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubesched import loadaware
 from kubesched.client.rest import ApiClient
@@ -34,8 +36,8 @@ from kubesched.loadaware.poller import (
     start_pollers,
     stop_pollers,
 )
-from kubesched.loadaware.prometheus import PrometheusError
-from kubesched.loadaware.promql import InstanceMatch
+from kubesched.loadaware.prometheus import PrometheusError, QueryResult, Sample
+from kubesched.loadaware.promql import DEFAULT_QUERY_TEMPLATE, InstanceMatch, render_query, selectors
 from kubesched.scheduler.config import load_config
 from kubesched.scheduler.framework import CycleState
 from kubesched.scheduler.plugins import in_tree_registry
@@ -93,7 +95,9 @@ class FakePrometheus:
         promql = str(form["query"])
         self.queries.append(promql)
         if any(promql.lstrip().startswith(f"{metric}{{") for metric in self.failing):
-            return web.json_response({"status": "error", "errorType": "execution", "error": "boom"}, status=500)
+            return web.json_response(
+                {"status": "error", "errorType": "execution", "error": "boom"}, status=500
+            )
         result = [
             {"metric": labels, "value": [time.time(), "NaN" if math.isnan(v) else repr(v)]}
             for labels, v in self.evaluate(promql)
@@ -130,7 +134,9 @@ async def querier(prom: FakePrometheus) -> AsyncIterator[VectorQuerier]:
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
-    c = LocalCluster(ClusterOptions(port=0, insecure_http=True, nodes=3, data_dir=tmp_path, heartbeat_interval=3600))
+    c = LocalCluster(
+        ClusterOptions(port=0, insecure_http=True, nodes=3, data_dir=tmp_path, heartbeat_interval=3600)
+    )
     await c.start()
     yield c
     await c.stop()
@@ -161,7 +167,12 @@ async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
 
 # --- series to nodes ----------------------------------------------------------------------------------------
 
-NODES = [NodeAddress("a", "10.0.0.1"), NodeAddress("b", "10.0.0.2"), NodeAddress("c", ""), NodeAddress("d", "fd00::4")]
+NODES = [
+    NodeAddress("a", "10.0.0.1"),
+    NodeAddress("b", "10.0.0.2"),
+    NodeAddress("c", ""),
+    NodeAddress("d", "fd00::4"),
+]
 
 
 def labelled(*pairs: tuple[str, float]) -> list[tuple[dict[str, str], float]]:
@@ -169,12 +180,16 @@ def labelled(*pairs: tuple[str, float]) -> list[tuple[dict[str, str], float]]:
 
 
 def test_auto_prefers_ip_then_ip_port_then_node_name() -> None:
-    series = labelled(("10.0.0.1:9100", 0.1), ("10.0.0.1", 0.2), ("10.0.0.2:9100", 0.3), ("c", 0.4), ("b", 0.9))
+    series = labelled(
+        ("10.0.0.1:9100", 0.1), ("10.0.0.1", 0.2), ("10.0.0.2:9100", 0.3), ("c", 0.4), ("b", 0.9)
+    )
     assert match_series(series, NODES, InstanceMatch("auto")) == {"a": 0.2, "b": 0.3, "c": 0.4}
 
 
 def test_each_fixed_mode_uses_only_its_own_rule() -> None:
-    series = labelled(("10.0.0.1:9100", 0.1), ("10.0.0.2", 0.2), ("b", 0.5), ("[fd00::4]:9100", 0.6), ("c", 0.7))
+    series = labelled(
+        ("10.0.0.1:9100", 0.1), ("10.0.0.2", 0.2), ("b", 0.5), ("[fd00::4]:9100", 0.6), ("c", 0.7)
+    )
     assert match_series(series, NODES, InstanceMatch("ip")) == {"b": 0.2, "c": 0.7}  # c has no IP: its name
     assert match_series(series, NODES, InstanceMatch("ip:port")) == {"a": 0.1, "d": 0.6}
     assert match_series(series, NODES, InstanceMatch("nodename")) == {"b": 0.5, "c": 0.7}
@@ -206,13 +221,15 @@ async def test_a_template_naming_the_node_is_asked_per_node_in_cranes_order(
 ) -> None:
     prom.set(CPU5, 50, instance="10.0.0.2:9100")
     prom.set(CPU5, 30, instance="c")
-    template = "$metric{$selector,job!=\"$node\"} / 100"
+    template = '$metric{$selector,job!="$node"} / 100'
     q = LoadQuerier(querier, QuerySettings(template=template))
     found = await q.query_metric(CPU5, NODES[:3])
     assert found == {"b": 0.5, "c": 0.3}
     asked_for_b = [x for x in prom.queries if 'job!="b"' in x]
-    assert asked_for_b == [f'{CPU5}{{instance="10.0.0.2",job!="b"}} / 100',
-                           f'{CPU5}{{instance=~"10\\\\.0\\\\.0\\\\.2:[0-9]+",job!="b"}} / 100']
+    assert asked_for_b == [
+        f'{CPU5}{{instance="10.0.0.2",job!="b"}} / 100',
+        f'{CPU5}{{instance=~"10\\\\.0\\\\.0\\\\.2:[0-9]+",job!="b"}} / 100',
+    ]
 
 
 async def test_a_failing_prometheus_raises(prom: FakePrometheus, querier: VectorQuerier) -> None:
@@ -333,12 +350,16 @@ async def test_direct_mode_poller_fills_the_store_and_the_plugin_filters_on_it(
 
         table = sched.cache.table
         idx = np.array([table.index[n] for n in (n0, n1, n2)], dtype=np.intp)
-        pod = sched.cache.pod_info({"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {}})
+        pod = sched.cache.pod_info(
+            {"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {}}
+        )
         verdict = dyn.filter(CycleState(), pod, table, idx)
         assert verdict.reason_bits.tolist()[1:] == [0, 0] and verdict.reason_bits[0] != 0
         assert f"node[{n0}] is too high" in verdict.reasons[0]
         explained = dyn.explain(table, n1)
-        assert explained["metrics"][CPU5]["value"] == pytest.approx(0.1) and explained["metrics"][CPU5]["fresh"]
+        assert (
+            explained["metrics"][CPU5]["value"] == pytest.approx(0.1) and explained["metrics"][CPU5]["fresh"]
+        )
 
         # The 200ms metric keeps being polled: a new value reaches the plugin without any node write.
         prom.set(CPU5, 95, instance=f"{ips[n1]}:9100")
@@ -400,9 +421,13 @@ async def test_rebuild_hot_values_from_recent_scheduled_events(
     n0, n1, _ = cluster.node_names
     now = time.time()
     for i in range(5):
-        await client.create("v1", "events", scheduled_event(f"e{i}", f"p{i}", n0, now - 10), namespace="default")
+        await client.create(
+            "v1", "events", scheduled_event(f"e{i}", f"p{i}", n0, now - 10), namespace="default"
+        )
     await client.create("v1", "events", scheduled_event("old", "q", n1, now - 3600), namespace="default")
-    await client.create("v1", "events", scheduled_event("x", "r", n1, now - 5, reason="Pulled"), namespace="default")
+    await client.create(
+        "v1", "events", scheduled_event("x", "r", n1, now - 5, reason="Pulled"), namespace="default"
+    )
     sched = scheduler(client, direct_mode_config(prom.url, policy_file))
     added = await rebuild_hot_values_from_api(client, sched.frameworks)
     assert added == 5  # one shared store; the hour-old binding and the Pulled event are not counted
@@ -416,3 +441,59 @@ async def test_rebuild_hot_values_from_recent_scheduled_events(
         plugin_registry=loadaware.PLUGIN_SPECS,
     )
     assert await rebuild_hot_values_from_api(client, scheduler(client, plain).frameworks) == 0
+
+
+async def test_rebuild_is_best_effort_when_the_api_fails(prom: FakePrometheus, policy_file: Path) -> None:
+    async with ApiClient("http://127.0.0.1:1") as dead:  # nothing listens there
+        sched = scheduler(dead, direct_mode_config(prom.url, policy_file))
+        assert await rebuild_hot_values_from_api(dead, sched.frameworks) == 0
+        await sched.stop()
+
+
+# --- one query for all nodes == crane's per-node queries ----------------------------------------------------
+
+_IPS = ["10.0.0.1", "10.0.0.2", "10.0.0.12", "fd00::1"]
+_NAMES = ["a", "b", "n-1"]
+_INSTANCES = [*_IPS, *_NAMES, "10.0.0.1:9100", "10.0.0.2:8080", "10.0.0.12:9100", "[fd00::1]:9100", "a:9100"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ips=st.lists(st.sampled_from(["", *_IPS]), min_size=3, max_size=3),
+    series=st.lists(
+        st.tuples(st.sampled_from(_INSTANCES), st.integers(0, 100).map(float)), min_size=0, max_size=8
+    ),
+    mode=st.sampled_from(
+        [InstanceMatch("auto"), InstanceMatch("ip"), InstanceMatch("ip:port"), InstanceMatch("nodename")]
+    ),
+)
+def test_matching_one_answer_to_nodes_equals_asking_per_node(
+    ips: list[str], series: list[tuple[str, float]], mode: InstanceMatch
+) -> None:
+    fake = FakePrometheus()
+    fake.series[CPU5] = [({"instance": instance}, value) for instance, value in series]
+    nodes = [NodeAddress(name, ip) for name, ip in zip(_NAMES, ips, strict=True)]
+    bulk = match_series(fake.evaluate(f'{CPU5}{{instance=~".+"}} / 100'), nodes, mode)
+    per_node = {}
+    for node in nodes:
+        for selector in selectors(mode, node.name, node.ip):
+            found = fake.evaluate(render_query(DEFAULT_QUERY_TEMPLATE, CPU5, selector))
+            if found:
+                per_node[node.name] = found[-1][1]
+                break
+    assert bulk == per_node
+
+
+async def test_vector_querier_refuses_warnings_and_non_vectors() -> None:
+    class Stub:
+        def __init__(self, result: QueryResult) -> None:
+            self.result = result
+
+        async def query(self, promql: str) -> QueryResult:
+            return self.result
+
+    ok = QueryResult("vector", (Sample({"instance": "x"}, 0.5, 1.0),))
+    assert await VectorQuerier(Stub(ok)).query("m") == [({"instance": "x"}, 0.5)]  # type: ignore[arg-type]
+    for bad in (QueryResult("vector", (), ("partial data",)), QueryResult("scalar", (Sample({}, 1.0, 1.0),))):
+        with pytest.raises(PrometheusError):
+            await VectorQuerier(Stub(bad)).query("m")  # type: ignore[arg-type]
