@@ -1,6 +1,6 @@
-"""The Prometheus side: the HTTP API client (against a tiny aiohttp server), crane's recording rules, and a real
-``prometheus`` scraping the local cluster's node metrics and reading backfilled history. The tests that need
-the binaries skip when they are not installed (``scripts/ensure-prometheus.sh`` installs them)."""
+"""The Prometheus side: the HTTP API client (against a tiny aiohttp server), crane's recording rules, and a
+real ``prometheus`` scraping the local cluster's node metrics and reading backfilled history. The tests that
+need the binaries skip when they are not installed (``scripts/ensure-prometheus.sh`` installs them)."""
 
 from __future__ import annotations
 
@@ -361,7 +361,7 @@ async def test_prometheus_records_crane_metrics_from_the_local_cluster(tmp_path:
                 ("mem_usage_avg_5m", 1),
                 ("cpu_usage_max_avg_1h", 0),
             ):
-                got = by_instance((await client.query(metric)).samples)
+                got = by_instance((await prom.wait_for(metric, count=3, timeout=10)).samples)  # groups lag
                 for node, values in expected.items():
                     assert got[metrics.instance(node)] == pytest.approx(values[column], abs=2.0), (
                         metric,
