@@ -423,7 +423,7 @@ class Scheduler:
         else:
             result = "unschedulable"
             message = status.message()
-            if diagnosis is not None:
+            if diagnosis is not None and self.cache.table.num_nodes > 0:
                 nominated = None
                 post_msg = ""
                 if fw.has_post_filter_plugins:
