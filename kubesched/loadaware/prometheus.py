@@ -345,15 +345,23 @@ class PrometheusServer:
         self.prometheus, self.promtool = prometheus, promtool
         self.log_level = log_level
         self.extra_args = list(extra_args)
+        self._workdir = Path(workdir) if workdir is not None else None
         self._own_workdir = workdir is None
-        self.workdir = (
-            Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="kubesched-prom-"))
-        )
-        self.tsdb_dir = self.workdir / "tsdb"
         self.port = 0
         self.url = ""
         self._process: asyncio.subprocess.Process | None = None
         self._log: Any = None
+
+    @property
+    def workdir(self) -> Path:
+        """Config, rules, log and TSDB; a temporary directory (removed by ``stop``) unless one was given."""
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="kubesched-prom-"))
+        return self._workdir
+
+    @property
+    def tsdb_dir(self) -> Path:
+        return self.workdir / "tsdb"
 
     @property
     def log_path(self) -> Path:
@@ -439,8 +447,9 @@ class PrometheusServer:
         if self._log is not None:
             self._log.close()
             self._log = None
-        if self._own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._own_workdir and self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
 
     def client(self, **kwargs: Any) -> PrometheusClient:
         return PrometheusClient(self.url, **kwargs)
