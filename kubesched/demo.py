@@ -5,11 +5,16 @@
 3. A workload submitted with the real ``kubectl`` (or the Python client when kubectl is absent).
 4. Where each pod landed, the scheduler's events, and *why* for a few pods: per-plugin scores from the live
    scheduler's decision log (``/debug/decisions`` on its secure port).
-5. Everything stopped cleanly.
+5. Load-aware scheduling, when ``prometheus`` is installed: a real Prometheus records crane's metrics from the
+   simulated nodes' node-exporter endpoint, ``kubesched annotator`` writes them on the nodes, and a second
+   scheduler with crane's ``Dynamic`` profile places pods beside the default one; a table compares the two.
+   Without Prometheus the step is skipped with a one-line hint.
+6. Everything stopped cleanly.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -25,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console()
@@ -101,6 +107,29 @@ def find_kubectl() -> str | None:
     return None
 
 
+LOAD_NS = "demo-load"
+LOAD_AWARE = "load-aware"
+HOG_USAGE = "6"  # cores used by the pod that makes a node busy (of 8): 0.75, above crane's 0.65
+
+
+def load_aware_config(policy: Path) -> dict[str, Any]:
+    """A second scheduler: the v1 default profile plus Dynamic as crane ships it, under its own name."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{
+            "schedulerName": LOAD_AWARE,
+            "plugins": {
+                "filter": {"enabled": [{"name": "Dynamic"}]},
+                "score": {"enabled": [{"name": "Dynamic", "weight": 3}]},
+                "postBind": {"enabled": [{"name": "Dynamic"}]},
+            },
+            "pluginConfig": [{"name": "Dynamic", "args": {"policyConfigPath": str(policy)}}],
+        }],
+    }
+
+
 class Demo:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -108,6 +137,9 @@ class Demo:
         self.kubectl = find_kubectl()
         self.kubeconfig = workdir / "admin.kubeconfig"
         self.sched_port = free_port()
+        self.load_sched_port = free_port()
+        self.prometheus: Any = None  # a PrometheusServer, with the event loop that started it
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def start(self, args: list[str], log: Path, ready: str | None, timeout: float = 60) -> subprocess.Popen[str]:
         f = log.open("w")
@@ -140,6 +172,12 @@ class Demo:
         return client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
 
     def stop(self) -> None:
+        if self.prometheus is not None and self.loop is not None:
+            self.loop.run_until_complete(self.prometheus.stop())
+            self.prometheus = None
+        if self.loop is not None:
+            self.loop.close()
+            self.loop = None
         for p in reversed(self.procs):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -149,11 +187,11 @@ class Demo:
             except subprocess.TimeoutExpired:
                 p.kill()
 
-    def decisions(self) -> list[dict[str, Any]]:
+    def decisions(self, port: int | None = None) -> list[dict[str, Any]]:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE  # the scheduler's self-signed serving certificate, on loopback
-        url = f"https://127.0.0.1:{self.sched_port}/debug/decisions"
+        url = f"https://127.0.0.1:{port or self.sched_port}/debug/decisions"
         try:
             with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
                 return list(json.loads(r.read()).get("decisions", []))
@@ -164,7 +202,8 @@ class Demo:
         console.rule("[bold]kubesched demo")
         console.print("1. [bold]kubesched cluster up[/bold] — API server (HTTPS) + 6 simulated nodes in 3 zones")
         self.start(["cluster", "up", "--port", "0", "--nodes", "6", "--node-cpu", "8", "--node-memory", "32Gi",
-                    "--data-dir", str(self.workdir), "--kubeconfig-out", str(self.kubeconfig)],
+                    "--data-dir", str(self.workdir), "--kubeconfig-out", str(self.kubeconfig),
+                    "--node-metrics-port", "0"],
                    self.workdir / "cluster.log", "ready")
         console.print(f"   kubeconfig: {self.kubeconfig}")
         console.print("2. [bold]kubesched scheduler --leader-elect[/bold] — campaigns for kube-system/kube-scheduler")
@@ -185,6 +224,7 @@ class Demo:
             self._apply_without_kubectl(manifests)
         self.wait_scheduled(expected=11)
         self.show()
+        self.load_aware()
 
     def _apply_without_kubectl(self, manifests: str) -> None:
         import yaml
@@ -198,11 +238,12 @@ class Demo:
             else:
                 utils.create_from_dict(api, d)
 
-    def wait_scheduled(self, expected: int, timeout: float = 30) -> None:
+    def wait_scheduled(self, expected: int, timeout: float = 30, namespace: str = "demo",
+                       prefix: str = "") -> None:
         core = self.api()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            pods = core.list_namespaced_pod("demo").items
+            pods = [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name.startswith(prefix)]
             if sum(1 for p in pods if p.spec.node_name) >= expected:
                 return
             time.sleep(0.5)
@@ -248,6 +289,111 @@ class Demo:
                 by_reason.setdefault("; ".join(reasons), []).append(node)
             for reason, nodes_ in by_reason.items():
                 console.print(f"   [dim]filtered out ({', '.join(sorted(nodes_))}): {reason}[/dim]")
+
+    # --- 6. load-aware ------------------------------------------------------------------------------------
+
+    def load_aware(self) -> None:
+        from kubesched.loadaware.prometheus import INSTALL_HINT, installed
+
+        if not installed():
+            console.print(f"6. [bold]Load-aware scheduling[/bold]: skipped. {INSTALL_HINT}.")
+            return
+        import yaml
+
+        from kubesched.cluster.nodemetrics import CPU_USAGE_ANNOTATION
+        from kubesched.loadaware.policy import DEFAULT_POLICY_DOCUMENT
+        from kubesched.loadaware.prometheus import PrometheusServer
+
+        console.print("6. [bold]Load-aware scheduling[/bold] — Prometheus + kubesched annotator + crane's Dynamic")
+        metrics_url = next(line.split("node metrics ", 1)[1].strip()
+                           for line in (self.workdir / "cluster.log").read_text().splitlines()
+                           if "node metrics " in line)
+        core = self.api()
+        # Make the two nodes that look emptiest by requests the busiest by usage: one pod each that asks for
+        # 100m but uses 6 of the 8 cores (the simulated node-exporter follows the usage annotation).
+        requested: dict[str, float] = {n.metadata.name: 0.0 for n in core.list_node().items}
+        for p in core.list_pod_for_all_namespaces().items:
+            if p.spec.node_name in requested:
+                cpu = (p.spec.containers[0].resources.requests or {}).get("cpu", "0")
+                requested[p.spec.node_name] += float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
+        hot = sorted(requested, key=lambda n: (requested[n], n))[:2]
+        core.create_namespace({"metadata": {"name": LOAD_NS}})
+        for node in hot:
+            core.create_namespaced_pod(LOAD_NS, {
+                "metadata": {"name": f"hog-{node}", "annotations": {CPU_USAGE_ANNOTATION: HOG_USAGE}},
+                "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox:1.36",
+                                                           "resources": {"requests": {"cpu": "100m"}}}]},
+            })
+        console.print(f"   {', '.join(hot)}: a pod requesting 100m but using {HOG_USAGE} of 8 cores on each")
+
+        self.loop = asyncio.new_event_loop()
+        self.prometheus = PrometheusServer([metrics_url], scrape_interval=1.0,
+                                           workdir=self.workdir / "prometheus")
+        self.loop.run_until_complete(self.prometheus.start())
+        console.print(f"   prometheus {self.prometheus.url}: scraping {metrics_url}, crane's recording rules "
+                      "(evaluated every second here)")
+        self.loop.run_until_complete(self.prometheus.wait_for("cpu_usage_max_avg_1d", count=len(requested),
+                                                              timeout=45))
+        policy = self.workdir / "policy.yaml"
+        policy.write_text(yaml.safe_dump(DEFAULT_POLICY_DOCUMENT, sort_keys=False))
+        self.start(["annotator", "--policy-config-path", str(policy), "--prometheus-address", self.prometheus.url,
+                    "--kubeconfig", str(self.kubeconfig), "--leader-elect=false", "--health-port", "0"],
+                   self.workdir / "annotator.log", None)
+        loads = self._wait_for_annotations(list(requested))
+        console.print("   kubesched annotator wrote cpu_usage_avg_5m & co. on every node (crane's default policy)")
+        config = self.workdir / "load-aware.yaml"
+        config.write_text(yaml.safe_dump(load_aware_config(policy), sort_keys=False))
+        self.start(["scheduler", "--kubeconfig", str(self.kubeconfig), "--config", str(config), "--secure-port",
+                    str(self.load_sched_port), "--bind-address", "127.0.0.1", "--explain", "-v", "2"],
+                   self.workdir / "load-aware-scheduler.log", "serving securely")
+        console.print(f"   second scheduler [bold]{LOAD_AWARE}[/bold]: default profile + Dynamic (filter, score "
+                      "weight 3, postBind)")
+        for scheduler, prefix in (("default-scheduler", "web-default"), (LOAD_AWARE, "web-aware")):
+            for i in range(6):
+                core.create_namespaced_pod(LOAD_NS, {
+                    "metadata": {"name": f"{prefix}-{i}"},
+                    "spec": {"schedulerName": scheduler, "containers": [{
+                        "name": "main", "image": "nginx:1.27",
+                        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}}]},
+                })
+            self.wait_scheduled(6, namespace=LOAD_NS, prefix=prefix)
+        self._show_load_aware(loads)
+
+    def _wait_for_annotations(self, nodes: list[str], timeout: float = 30) -> dict[str, float]:
+        core = self.api()
+        deadline = time.monotonic() + timeout
+        while True:
+            found = {n: (core.read_node(n).metadata.annotations or {}).get("cpu_usage_avg_5m") for n in nodes}
+            if all(found.values()):
+                return {n: float(v.split(",")[0]) for n, v in found.items() if v}
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the annotator wrote no load annotations in {timeout:g}s "
+                                   f"(see {self.workdir / 'annotator.log'})")
+            time.sleep(0.3)
+
+    def _show_load_aware(self, loads: dict[str, float]) -> None:
+        core = self.api()
+        per_node: dict[str, dict[str, int]] = {n: {"web-default": 0, "web-aware": 0} for n in loads}
+        for p in core.list_namespaced_pod(LOAD_NS).items:
+            prefix = p.metadata.name.rsplit("-", 1)[0]
+            if p.spec.node_name in per_node and prefix in per_node[p.spec.node_name]:
+                per_node[p.spec.node_name][prefix] += 1
+        table = Table(title="7. Same 6 pods, two schedulers (CPU load from Prometheus via the annotations)")
+        for col in ("node", "cpu_usage_avg_5m", "default-scheduler", LOAD_AWARE):
+            table.add_column(col, justify="left" if col == "node" else "right")
+        for node in sorted(loads):
+            load = f"{loads[node]:.2f}" + (" [red](> 0.65)[/red]" if loads[node] > 0.65 else "")
+            table.add_row(node, load, str(per_node[node]["web-default"]), str(per_node[node]["web-aware"]))
+        console.print(table)
+        hot = [n for n, v in loads.items() if v > 0.65]
+        on_hot = {k: sum(per_node[n][k] for n in hot) for k in ("web-default", "web-aware")}
+        console.print(f"   pods placed on nodes above 0.65: default-scheduler {on_hot['web-default']} of 6, "
+                      f"{LOAD_AWARE} {on_hot['web-aware']} of 6")
+        aware = [d for d in self.decisions(self.load_sched_port) if d["pod"].startswith(f"{LOAD_NS}/web-aware")]
+        if aware:
+            for node, reasons in sorted(aware[0].get("filtered", {}).items()):
+                console.print(f"   [dim]{aware[0]['pod']}: filtered out {node}: {escape('; '.join(reasons))}[/dim]")
+        console.print("   (the same comparison, measured at 20 nodes: kubesched bench --load-aware-comparison)")
 
 
 def main() -> int:

@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
+    from kubesched.bench import loadcompare
+
+    loadcompare.add_arguments(p)
 
 
 def selected_workloads(args: argparse.Namespace) -> list[Workload]:
@@ -232,6 +235,10 @@ def print_table(results: list[dict[str, Any]]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _setup_logging(args.verbosity)
+    if args.load_aware_comparison:
+        from kubesched.bench import loadcompare
+
+        return loadcompare.run(args)
     if args.list:
         for w in WORKLOADS.values():
             print(f"{w.name:28} {w.nodes:>6} nodes {w.init_pods:>6} initial {w.measured_pods:>6} measured  "

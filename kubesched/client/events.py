@@ -84,11 +84,16 @@ def truncate_note(note: str, limit: int = NOTE_LIMIT_BYTES) -> str:
     return encoded[: limit - 3].decode("utf-8", "ignore") + "..."
 
 
+_last_second: list[Any] = [None, ""]  # the last whole second formatted, as strftime is slow for every event
+
+
 def _micro_time(ns: int) -> str:
     # Integer maths: Go truncates to microseconds, and a float of ~1.8e18 ns would round instead.
     seconds, rest = divmod(ns, 1_000_000_000)
-    stamp = datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if _last_second[0] != seconds:
+        _last_second[1] = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _last_second[0] = seconds
+    return f"{_last_second[1]}.{rest // 1000:06d}Z"
 
 
 @dataclass

@@ -512,6 +512,22 @@ class NodeTable:
             self._release_slot(slot)
         return pi
 
+    def replace_pod(self, pi: PodInfo) -> None:
+        """Swap in a new version of a pod already on its node whose footprint (``same_footprint``) is unchanged:
+        no column update and no ``touch``, since nothing computed from the row can differ. The pod still moves
+        to the end of its node's pods, as a remove and re-add would."""
+        slot = self._pod_slot[pi.uid]
+        pods = self._pods[slot]
+        old = pods.pop(pi.uid)
+        pods[pi.uid] = pi
+        for lst in self._listeners:
+            replaced = getattr(lst, "on_pod_replaced", None)
+            if replaced is not None:
+                replaced(old, pi, slot)
+            else:
+                lst.on_pod_removed(old, slot)
+                lst.on_pod_added(pi, slot)
+
     def update_pod(self, old: PodInfo, new: PodInfo) -> None:
         """Replace ``old`` by ``new`` (same uid), moving it if ``new.node_name`` names another node."""
         slot = self._pod_slot.get(old.uid)
@@ -533,6 +549,23 @@ class NodeTable:
 
     def pod_counts(self, idx: np.ndarray) -> np.ndarray:
         return self.requested[idx, PODS]
+
+
+def same_footprint(a: PodInfo, b: PodInfo) -> bool:
+    """Whether two versions of a pod count the same on a node: resources, ports, and what the indexes over
+    existing pods read (namespace, labels, pod (anti-)affinity, priority, deletion)."""
+    return (
+        a.nonzero_cpu == b.nonzero_cpu
+        and a.nonzero_mem == b.nonzero_mem
+        and a.namespace == b.namespace
+        and a.priority == b.priority
+        and a.deletion_ts == b.deletion_ts
+        and a.host_ports == b.host_ports
+        and (a.requests is b.requests or np.array_equal(a.requests, b.requests))
+        and a.labels == b.labels
+        and a.pod_affinity == b.pod_affinity
+        and a.pod_anti_affinity == b.pod_anti_affinity
+    )
 
 
 class SlotMemo:
@@ -717,7 +750,10 @@ class Cache:
                 log.warning(
                     "pod %s was assumed on %s but bound to %s", pi.key, assumed.node_name, pi.node_name
                 )
-            self.table.update_pod(current, pi)
+            if current.node_name == pi.node_name and same_footprint(current, pi):
+                self.table.replace_pod(pi)  # the usual confirmation of an assumed pod: nothing to recount
+            else:
+                self.table.update_pod(current, pi)
         else:
             self.table.add_pod(pi, pi.node_name)
         return pi

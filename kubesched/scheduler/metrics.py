@@ -10,12 +10,14 @@ read at scrape time through callbacks instead of being updated on every change.
 from __future__ import annotations
 
 import random
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
 from kubesched.scheduler.framework.interface import Code
 
@@ -86,6 +88,75 @@ def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
     return bounds
 
 
+class _Series:
+    """One label set of a ``FastHistogram``: per-bucket (non-cumulative) counts and the sum."""
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: list[float]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * len(bounds)
+        self.total = 0.0
+
+    def observe(self, amount: float) -> None:
+        # The first bucket whose bound is >= amount, as prometheus_client's ``amount <= bound``.
+        self.counts[bisect_left(self.bounds, amount)] += 1
+        self.total += amount
+
+
+class FastHistogram:
+    """A histogram exposed exactly like prometheus_client's (same samples, no ``_created``), observed with a
+    bisect and two additions and no lock: the scheduling loop observes several per pod, and
+    ``Histogram.observe`` (a locked increment per bucket walk) was a tenth of a cycle. Single-threaded use."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Iterable[str] = (),
+        *,
+        buckets: Iterable[float],
+        registry: CollectorRegistry,
+    ) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        bounds = [float(b) for b in buckets]
+        if bounds[-1] != float("inf"):
+            bounds.append(float("inf"))
+        self.bounds = bounds
+        self._le = [floatToGoString(b) for b in bounds]
+        self._series: dict[tuple[str, ...], _Series] = {}
+        if not self.labelnames:
+            self.labels()  # an unlabelled histogram is exposed (all zero) from the start
+        registry.register(self)
+
+    def labels(self, *values: str) -> _Series:
+        series = self._series.get(values)
+        if series is None:
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name}: expected labels {self.labelnames}, got {values}")
+            series = self._series[values] = _Series(self.bounds)
+        return series
+
+    def observe(self, amount: float) -> None:
+        self.labels().observe(amount)
+
+    def describe(self) -> list[Metric]:
+        return [HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)]
+
+    def collect(self) -> list[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, series in list(self._series.items()):
+            acc = 0.0
+            cumulative = []
+            for le, count in zip(self._le, series.counts, strict=True):
+                acc += count
+                cumulative.append((le, acc))
+            family.add_metric(list(values), cumulative, series.total)
+        return [family]
+
+
 class _WithoutCreated:
     """Exposes a registry without the ``*_created`` samples prometheus_client adds (upstream has none)."""
 
@@ -126,14 +197,14 @@ class SchedulerMetrics:
             ["result", "profile"],
             registry=reg,
         )
-        self.scheduling_attempt_duration = Histogram(
+        self.scheduling_attempt_duration = FastHistogram(
             name("scheduling_attempt_duration_seconds"),
             "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
             ["result", "profile"],
             buckets=exponential_buckets(0.001, 2, 15),
             registry=reg,
         )
-        self.scheduling_algorithm_duration = Histogram(
+        self.scheduling_algorithm_duration = FastHistogram(
             name("scheduling_algorithm_duration_seconds"),
             "Scheduling algorithm latency in seconds",
             buckets=exponential_buckets(0.001, 2, 15),
@@ -163,7 +234,7 @@ class SchedulerMetrics:
             ["operation"],
             registry=reg,
         )
-        self.pod_scheduling_sli_duration = Histogram(
+        self.pod_scheduling_sli_duration = FastHistogram(
             name("pod_scheduling_sli_duration_seconds"),
             "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might "
             "involve multiple scheduling attempts.",
@@ -171,20 +242,20 @@ class SchedulerMetrics:
             buckets=exponential_buckets(0.01, 2, 20),
             registry=reg,
         )
-        self.pod_scheduling_attempts = Histogram(
+        self.pod_scheduling_attempts = FastHistogram(
             name("pod_scheduling_attempts"),
             "Number of attempts to successfully schedule a pod.",
             buckets=exponential_buckets(1, 2, 5),
             registry=reg,
         )
-        self.framework_extension_point_duration = Histogram(
+        self.framework_extension_point_duration = FastHistogram(
             name("framework_extension_point_duration_seconds"),
             "Latency for running all plugins of a specific extension point.",
             ["extension_point", "status", "profile"],
             buckets=exponential_buckets(0.0001, 2, 12),
             registry=reg,
         )
-        self.plugin_execution_duration = Histogram(
+        self.plugin_execution_duration = FastHistogram(
             name("plugin_execution_duration_seconds"),
             "Duration for running a plugin at a specific extension point.",
             ["plugin", "extension_point", "status"],
@@ -234,11 +305,12 @@ class SchedulerMetrics:
             registry=reg,
         )
         self._children: dict[tuple[object, ...], object] = {}
+        self._extension_series: dict[tuple[str, Code | int, str], _Series] = {}
         self._without_created = _WithoutCreated(reg)
 
     # -- child cache --------------------------------------------------------------------------------------------
 
-    def _child(self, metric: Counter | Gauge | Histogram, *labels: str) -> Any:
+    def _child(self, metric: Counter | Gauge | Histogram | FastHistogram, *labels: str) -> Any:
         key = (id(metric), *labels)
         child = self._children.get(key)
         if child is None:
@@ -262,9 +334,13 @@ class SchedulerMetrics:
         self.pod_scheduling_attempts.observe(attempts)
 
     def observe_extension_point(self, point: str, status: Code | int, profile: str, seconds: float) -> None:
-        self._child(self.framework_extension_point_duration, point, status_label(status), profile).observe(
-            seconds
-        )
+        # Several per pod: one dict lookup on the raw arguments, the label spelled once per series.
+        key = (point, status, profile)
+        series = self._extension_series.get(key)
+        if series is None:
+            series = self.framework_extension_point_duration.labels(point, status_label(status), profile)
+            self._extension_series[key] = series
+        series.observe(seconds)
 
     def sample_plugins(self) -> bool:
         """Whether this cycle records per-plugin durations (upstream samples 10% of the cycles)."""

@@ -342,6 +342,10 @@ class SchedulingQueue:
             self._plugin_events = None
         else:
             self._plugin_events = {name: tuple(events) for name, events in plugin_events.items()}
+        # Answers of _event_of_interest / _rejector_wants for the registrations above (a bind is one event per
+        # pod; matching it against every registration each time added up).
+        self._interest: dict[ClusterEvent, bool] = {}
+        self._rejector_interest: dict[tuple[str, ClusterEvent], bool] = {}
 
     # -- adding, updating, deleting -----------------------------------------------------------------------------
 
@@ -815,10 +819,13 @@ class SchedulingQueue:
     def _rejector_wants(self, plugin: str, event: ClusterEvent) -> bool:
         if self._plugin_events is None:
             return True
-        registered = self._plugin_events.get(plugin)
-        if registered is None:
-            return True
-        return any(event_matches(r, event) for r in registered)
+        key = (plugin, event)
+        wants = self._rejector_interest.get(key)
+        if wants is None:
+            registered = self._plugin_events.get(plugin)
+            wants = registered is None or any(event_matches(r, event) for r in registered)
+            self._rejector_interest[key] = wants
+        return wants
 
     def _note_unregistered(self, plugins: Iterable[str]) -> None:
         if self._plugin_events is not None:
@@ -827,9 +834,15 @@ class SchedulingQueue:
                     self._unregistered_rejectors.add(p)
 
     def _event_of_interest(self, event: ClusterEvent) -> bool:
-        if _is_wildcard(event) or self._plugin_events is None or self._unregistered_rejectors:
+        if self._plugin_events is None or self._unregistered_rejectors:
             return True
-        return any(event_matches(r, event) for events in self._plugin_events.values() for r in events)
+        interesting = self._interest.get(event)
+        if interesting is None:
+            interesting = _is_wildcard(event) or any(
+                event_matches(r, event) for events in self._plugin_events.values() for r in events
+            )
+            self._interest[event] = interesting
+        return interesting
 
     def _worth_requeuing(self, entry: _Entry, event: ClusterEvent) -> str:
         """upstream isPodWorthRequeuing without hint functions: "skip", "backoff" or "active"."""

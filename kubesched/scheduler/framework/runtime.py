@@ -267,6 +267,9 @@ class Framework:
         self._pre_enqueue: list[Any] = []
         self._queue_sort: Any = None
         self._pre_filter: list[Any] = []
+        # The PreFilter plugins with AddPod/RemovePod, found once: isinstance against a runtime-checkable
+        # Protocol is slow, and preemption's dry runs call these for every victim.
+        self._pre_filter_extensions: list[Any] = []
         self._filter: list[Any] = []
         self._post_filter: list[Any] = []
         self._pre_score: list[Any] = []
@@ -359,6 +362,8 @@ class Framework:
             self._queue_sort = plugin
         elif point == "PreFilter":
             self._pre_filter.append(plugin)
+            if isinstance(plugin, PreFilterExtensions):
+                self._pre_filter_extensions.append(plugin)
         elif point == "Filter":
             self._filter.append(plugin)
         elif point == "PostFilter":
@@ -505,8 +510,8 @@ class Framework:
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: PodInfo, other: PodInfo, slot: int
     ) -> Status:
-        for pl in self._pre_filter:
-            if pl.name in state.skip_filter or not isinstance(pl, PreFilterExtensions):
+        for pl in self._pre_filter_extensions:
+            if pl.name in state.skip_filter:
                 continue
             s = pl.add_pod(state, pod, other, slot, self.nodes)
             if not s.ok:
@@ -516,8 +521,8 @@ class Framework:
     def run_pre_filter_extension_remove_pod(
         self, state: CycleState, pod: PodInfo, other: PodInfo, slot: int
     ) -> Status:
-        for pl in self._pre_filter:
-            if pl.name in state.skip_filter or not isinstance(pl, PreFilterExtensions):
+        for pl in self._pre_filter_extensions:
+            if pl.name in state.skip_filter:
                 continue
             s = pl.remove_pod(state, pod, other, slot, self.nodes)
             if not s.ok:

@@ -252,9 +252,12 @@ class AffinityTermIndex:
 
     def matching(self, kind: int, pod: PodInfo, ns_labels: Mapping[str, str] | None) -> list[TermGroup]:
         """Groups of ``kind`` whose term matches ``pod`` (only groups whose selector can match are tested)."""
+        dispatch = self._by_kind[kind]
+        if not dispatch:
+            return []  # the usual case: no scheduled pod has such a term (asked several times per cycle)
         return [
             g
-            for g in self._by_kind[kind].candidates(pod.labels)
+            for g in dispatch.candidates(pod.labels)
             if g.term.matches(pod.namespace, pod.labels, ns_labels)
         ]
 

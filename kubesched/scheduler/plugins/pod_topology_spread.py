@@ -227,6 +227,14 @@ class PodCountIndex:
     def on_pod_removed(self, pi: PodInfo, slot: int) -> None:
         self._forget(pi.uid)
 
+    def on_pod_replaced(self, old: PodInfo, new: PodInfo, slot: int) -> None:
+        # Same footprint (NodeTable.replace_pod): counts and subscribers' term counts stay; keep the new object,
+        # moved to the end as a forget and re-record would.
+        if self._pods.pop(new.uid, None) is None:
+            self.on_pod_added(new, slot)
+            return
+        self._pods[new.uid] = (slot, new)
+
     def on_node_changed(self, slot: int) -> None:
         # Labels do not matter here (domains are computed per cycle). What matters is a node that went away with
         # its pods, or pods that reached the slot without a pod event: resync the slot from the table.
@@ -411,6 +419,9 @@ _OWNER_KINDS = {
 }
 
 
+_EVERYTHING = LabelSelector()  # what ``from_set({})`` gives; shared as selectors are not modified
+
+
 def default_selector(pod: PodInfo, lister: WorkloadLister) -> LabelSelector:
     """Upstream ``helper.DefaultSelector``: the union of matching Services' selectors and the controller's."""
     meta = pod.pod.get("metadata") or {}
@@ -420,7 +431,7 @@ def default_selector(pod: PodInfo, lister: WorkloadLister) -> LabelSelector:
         sel = (svc.get("spec") or {}).get("selector") or {}
         if all(labels.get(k) == v for k, v in sel.items()):
             label_set.update(sel)
-    selector = LabelSelector.from_set(label_set)
+    selector = LabelSelector.from_set(label_set) if label_set else _EVERYTHING
     owner = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
     kind = _OWNER_KINDS.get((owner.get("apiVersion"), owner.get("kind"))) if owner else None
     if owner is None or kind is None:
@@ -538,6 +549,10 @@ class PodTopologySpread:
         else:
             raise ValueError(f"unsupported defaultingType {defaulting!r}")
         self.workloads = workload_lister_from(handle)
+        # Parsed default constraints per action, when they do not depend on the pod's labels (no matchLabelKeys).
+        self._parsed_defaults: dict[str, list[Constraint]] | None = (
+            None if any(c.get("matchLabelKeys") for c in self.default_constraints) else {}
+        )
         self._index: PodCountIndex | None = None
         cache = getattr(handle, "cache", None)
         if cache is not None:  # start following pod events now rather than scanning at the first cycle
@@ -570,7 +585,12 @@ class PodTopologySpread:
         return self._default_constraints(pod, action)
 
     def _default_constraints(self, pod: PodInfo, action: str) -> list[Constraint]:
-        constraints = parse_constraints(self.default_constraints, pod.labels, action)
+        memo = self._parsed_defaults
+        constraints = memo.get(action) if memo is not None else None
+        if constraints is None:
+            constraints = parse_constraints(self.default_constraints, pod.labels, action)
+            if memo is not None:
+                memo[action] = constraints
         if not constraints:
             return []
         if self.workloads is not None:
