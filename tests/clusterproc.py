@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubesched.cluster.process import start_cluster_process
+
 KUBECTL_CANDIDATES = (
     "/usr/lib/google-cloud-sdk/bin/kubectl.1.32",  # skip the version dispatcher when it is there
     "kubectl",
@@ -44,38 +46,8 @@ class ClusterProcess:
 
 
 def start_cluster(data_dir: Path, *extra: str, timeout: float = 60.0) -> ClusterProcess:
-    cmd = [sys.executable, "-m", "kubesched.cli", "cluster", "up", "--port", "0",
-           "--data-dir", str(data_dir), *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-    url = ""
-    kubeconfig = ""
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip())
-        if "serving on " in line:
-            url = line.split("serving on ", 1)[1].strip()
-        if "kubeconfig " in line:
-            kubeconfig = line.split("kubeconfig ", 1)[1].strip()
-        if line.strip().endswith("ready"):
-            break
-    if not url or not kubeconfig:
-        proc.kill()
-        raise RuntimeError("cluster did not start:\n" + "\n".join(lines))
-    # Keep draining output so the pipe never blocks the server.
-    import threading
-
-    def drain() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line.rstrip())
-
-    threading.Thread(target=drain, daemon=True).start()
-    return ClusterProcess(proc, url, Path(kubeconfig), data_dir, lines)
+    proc, url, kubeconfig, lines = start_cluster_process(data_dir, *extra, timeout=timeout)
+    return ClusterProcess(proc, url, kubeconfig, data_dir, lines)
 
 
 class Kubectl:

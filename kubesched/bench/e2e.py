@@ -28,7 +28,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from kubesched.bench.inprocess import Progress, _base_result
 from kubesched.bench.measure import peak_rss, summarize
 from kubesched.bench.profiles import WorkloadSkipped, config_document, required_plugin
 from kubesched.bench.workloads import CHURN_INTERVAL, Workload, load_annotations
+from kubesched.cluster.process import start_cluster_process
 
 Obj = dict[str, Any]
 log = logging.getLogger("kubesched.bench")
@@ -107,36 +107,8 @@ class _Process:
 
 
 def _start_cluster(data_dir: Path) -> tuple[subprocess.Popen[str], str, Path, list[str]]:
-    """``kubesched cluster up`` on a free port; returns once it says it is ready."""
-    cmd = [sys.executable, "-m", "kubesched.cli", "cluster", "up", "--port", "0", "--nodes", "0",
-           "--data-dir", str(data_dir)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-    url, kubeconfig, lines = "", "", []
-    deadline = time.monotonic() + START_TIMEOUT
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip())
-        if "serving on " in line:
-            url = line.split("serving on ", 1)[1].strip()
-        if "kubeconfig " in line:
-            kubeconfig = line.split("kubeconfig ", 1)[1].strip()
-        if line.strip().endswith("ready"):
-            break
-    if not url or not kubeconfig:
-        proc.kill()
-        raise RuntimeError("the local cluster did not start:\n" + "\n".join(lines[-LOG_TAIL:]))
-
-    def drain() -> None:  # keep the pipe from filling up and blocking the server
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line.rstrip())
-            del lines[:-LOG_TAIL]
-
-    threading.Thread(target=drain, daemon=True).start()
-    return proc, url, Path(kubeconfig), lines
+    """``kubesched cluster up`` with no simulated nodes (the harness creates plain Nodes, as scheduler_perf)."""
+    return start_cluster_process(data_dir, "--nodes", "0", timeout=START_TIMEOUT, keep_lines=LOG_TAIL)
 
 
 class _PodWatch:
