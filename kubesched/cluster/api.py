@@ -529,7 +529,6 @@ class ClusterApi:
                         rtype.group,
                     )
         meta.pop("resourceVersion", None)
-        meta.pop("managedFields", None) if "managedFields" not in pmeta and "managedFields" not in meta else None
         new["metadata"] = meta
 
         if subresource is None:
