@@ -583,10 +583,15 @@ class SlotMemo:
         self._entries: dict[Any, list[Any]] = {}  # key -> [values, log epoch, log position]
 
     def get(
-        self, nodes: NodeTable, key: Any, idx: np.ndarray, compute: Callable[[np.ndarray], np.ndarray]
+        self,
+        nodes: NodeTable,
+        key: Any,
+        idx: np.ndarray,
+        compute: Callable[[np.ndarray], np.ndarray],
+        compute_one: Callable[[int], int] | None = None,
     ) -> np.ndarray:
         """``compute(idx)``, from remembered answers for unchanged slots. ``compute`` must accept any slots,
-        including ones without a node."""
+        including ones without a node; ``compute_one(slot)``, if given, is the same for one slot."""
         log = nodes.change_log
         entry = self._entries.get(key)
         if (
@@ -605,8 +610,14 @@ class SlotMemo:
             return values.take(idx)
         values = entry[0]
         if entry[2] < len(log):
-            changed = np.array(sorted(set(log[entry[2] :])), dtype=np.intp)
-            values[changed] = compute(changed)
+            pending = log[entry[2] :]
+            if compute_one is not None and len(pending) <= 4:
+                # The usual case (the node that took the last pod): plain Python, no arrays to build.
+                for slot in set(pending):
+                    values[slot] = compute_one(slot)
+            else:
+                changed = np.array(sorted(set(pending)), dtype=np.intp)
+                values[changed] = compute(changed)
             entry[2] = len(log)
         return values.take(idx)
 

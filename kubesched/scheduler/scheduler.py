@@ -72,6 +72,10 @@ class Lister:
         return inf.list() if inf is not None else []
 
     def services(self, namespace: str) -> list[dict[str, Any]]:
+        inf = self._informers.get("services")
+        store = getattr(inf, "store", None)
+        if store is not None and not store:
+            return []  # asked once per pod by default spreading: no list to build when there are none
         return [s for s in self.list("services") if (s.get("metadata") or {}).get("namespace") == namespace]
 
     def pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]:

@@ -66,7 +66,10 @@ class NodeResourcesBalancedAllocation:
             cols = self._resources.columns(nodes, sub, pod_req)
             return balanced_allocation_136(cols, len(sub))
 
-        return self._memo.get(nodes, pod_req, idx, compute)
+        def compute_one(slot: int) -> int:
+            return balanced_allocation_136_one(self._resources.row(nodes, slot, pod_req))
+
+        return self._memo.get(nodes, pod_req, idx, compute, compute_one)
 
 
 def new(args: Any, handle: Any) -> NodeResourcesBalancedAllocation:

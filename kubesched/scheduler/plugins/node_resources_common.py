@@ -97,6 +97,7 @@ class RequestedResources:
     def __init__(self, resources: Sequence[ResourceWeight], *, use_requested: bool) -> None:
         self.resources = tuple(resources)
         self.use_requested = use_requested
+        self._row_plans: dict[tuple[tuple[int, ...], int], tuple[tuple[int, int, int, int], ...]] = {}
 
     def pod_requests(self, pod: Any, res: Any) -> tuple[int, ...]:
         """The pod's request for each configured resource (cpu millicores, others in units)."""
@@ -133,10 +134,13 @@ class RequestedResources:
             out.append(Column(alloc, base, int(req), r.weight, nodes.zero_allocatable(col) == 0))
         return out
 
-    def row(self, nodes: Any, slot: int, pod_req: Sequence[int]) -> list[tuple[int, int, int, int]]:
-        """The same for one node, as Python ints: (allocatable, requested before the pod, pod request, weight)
-        for each resource the node has. For the few nodes that changed since the last cycle, where numpy's
-        per-call overhead would dominate."""
+    def row_plan(self, nodes: Any, pod_req: Sequence[int]) -> tuple[tuple[int, int, int, int], ...]:
+        """For ``row``: (column, non-zero-requested column or -1, pod request, weight) of each resource that can
+        take part, worked out once per request vector and table width."""
+        key = (tuple(pod_req), nodes.width)
+        plan = self._row_plans.get(key)
+        if plan is not None:
+            return plan
         res = nodes.res
         width = nodes.width
         out = []
@@ -147,14 +151,34 @@ class RequestedResources:
                 continue
             if not native and req == 0:
                 continue
-            alloc = int(nodes.allocatable[slot, col])
+            nz = (0 if col == CPU else 1) if not self.use_requested and col in (CPU, MEMORY) else -1
+            out.append((col, nz, int(req), r.weight))
+        if len(self._row_plans) > 256:
+            self._row_plans.clear()
+        plan = self._row_plans[key] = tuple(out)
+        return plan
+
+    def row(self, nodes: Any, slot: int, pod_req: Sequence[int]) -> list[tuple[int, int, int, int]]:
+        """The same for one node, as Python ints: (allocatable, requested before the pod, pod request, weight)
+        for each resource the node has. For the few nodes that changed since the last cycle, where numpy's
+        per-call overhead would dominate."""
+        alloc_row = nodes.allocatable[slot].tolist()
+        req_row: list[int] | None = None
+        nz_row: list[int] | None = None
+        out = []
+        for col, nz, req, weight in self.row_plan(nodes, pod_req):
+            alloc = alloc_row[col]
             if alloc == 0:
                 continue
-            if not self.use_requested and col in (CPU, MEMORY):
-                base = int(nodes.nonzero_requested[slot, 0 if col == CPU else 1])
+            if nz >= 0:
+                if nz_row is None:
+                    nz_row = nodes.nonzero_requested[slot].tolist()
+                base = nz_row[nz]
             else:
-                base = int(nodes.requested[slot, col])
-            out.append((alloc, base, int(req), r.weight))
+                if req_row is None:
+                    req_row = nodes.requested[slot].tolist()
+                base = req_row[col]
+            out.append((alloc, base, req, weight))
         return out
 
 

@@ -223,8 +223,11 @@ class NodeResourcesFit:
                 return most_allocated(cols, len(sub))
             return requested_to_capacity_ratio(cols, len(sub), *self._shape)
 
+        def compute_one(slot: int) -> int:
+            return self._score_one(self._resources.row(nodes, slot, pod_req))
+
         # A node's score depends only on its own row and the pod's requests: reuse it while both hold.
-        return self._memo.get(nodes, pod_req, idx, compute)
+        return self._memo.get(nodes, pod_req, idx, compute, compute_one)
 
     def _score_one(self, row: list[tuple[int, int, int, int]]) -> int:
         if self.strategy == LEAST_ALLOCATED:
