@@ -666,6 +666,10 @@ class Cache:
             and known.node_name == ((pod.get("spec") or {}).get("nodeName") or "")
         ):
             return known
+        if known is not None:
+            rebound = known.bound_version(pod)
+            if rebound is not None:
+                return rebound
         return PodInfo.from_pod(pod, self.res)
 
     # --- queries -------------------------------------------------------------------------------------------

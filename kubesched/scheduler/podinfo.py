@@ -379,14 +379,59 @@ class PodInfo:
 
     def assumed_on(self, node_name: str) -> PodInfo:
         """A copy with ``node_name`` set, as upstream's assumed pod (the raw ``pod`` dict is shared)."""
-        clone = PodInfo.__new__(PodInfo)
-        for attr in PodInfo.__slots__:
-            setattr(clone, attr, getattr(self, attr))
+        clone = _copy_pod_info(self)
         clone.node_name = node_name
+        return clone
+
+    def bound_version(self, pod: dict[str, Any]) -> PodInfo | None:
+        """The PodInfo of ``pod``, a later version of this pod that only differs in ``spec.nodeName`` (the
+        binding the scheduler asked for), metadata and status: this one's spec-derived fields with the rest
+        read afresh. None if the spec changed otherwise (then ``from_pod``)."""
+        spec = pod.get("spec") or {}
+        mine = self.pod.get("spec") or {}
+        if len(spec) - ("nodeName" in spec) != len(mine) - ("nodeName" in mine):
+            return None
+        for key, value in spec.items():
+            if key != "nodeName" and mine.get(key, _MISSING) != value:
+                return None
+        meta = pod.get("metadata") or {}
+        if (meta.get("uid") or "") != self.uid:
+            return None
+        status = pod.get("status") or {}
+        clone = _copy_pod_info(self)
+        clone.pod = pod
+        clone.labels = meta.get("labels") or {}
+        clone.annotations = meta.get("annotations") or {}
+        clone.resource_version = meta.get("resourceVersion") or ""
+        clone.node_name = spec.get("nodeName") or ""
+        clone.creation_ts = parse_timestamp(meta.get("creationTimestamp")) or 0.0
+        clone.deletion_ts = parse_timestamp(meta.get("deletionTimestamp"))
+        clone.nominated_node_name = status.get("nominatedNodeName") or ""
+        clone.phase = status.get("phase") or ""
+        clone.owner_kind = _owner_kind(meta)
         return clone
 
     def __repr__(self) -> str:
         return f"PodInfo({self.key}, uid={self.uid!r}, node={self.node_name!r})"
+
+
+_MISSING = object()
+
+
+def _make_copier(slots: tuple[str, ...]) -> Any:
+    # A straight-line copy of every slot: several times faster than a getattr/setattr loop, and PodInfo is
+    # copied once per scheduled pod (assume) and once per binding seen (bound_version).
+    body = "".join(f"    c.{name} = src.{name}\n" for name in slots)
+    namespace: dict[str, Any] = {}
+    exec(f"def copy(src, new, cls):\n    c = new(cls)\n{body}    return c\n", namespace)
+    return namespace["copy"]
+
+
+_copy_slots = _make_copier(PodInfo.__slots__)
+
+
+def _copy_pod_info(src: PodInfo) -> PodInfo:
+    return _copy_slots(src, object.__new__, PodInfo)  # type: ignore[no-any-return]
 
 
 @dataclass(slots=True)
