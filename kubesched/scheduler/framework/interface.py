@@ -67,7 +67,7 @@ class Status:
 
     @staticmethod
     def skip() -> Status:
-        return Status(Code.SKIP)
+        return _SKIP  # shared, like success(): statuses are not modified after they are returned
 
     @staticmethod
     def error(msg: str) -> Status:
@@ -79,6 +79,7 @@ class Status:
 
 
 _SUCCESS = Status()
+_SKIP = Status(Code.SKIP)
 
 
 @dataclass(slots=True)
@@ -100,12 +101,23 @@ class Filtered:
 
     @staticmethod
     def all_pass(n: int) -> Filtered:
-        return Filtered(np.zeros(n, dtype=np.uint64))
+        """Every candidate passes. Shared, read-only instances: several plugins answer this for every cycle."""
+        verdict = _ALL_PASS.get(n)
+        if verdict is None:
+            if len(_ALL_PASS) >= 256:
+                _ALL_PASS.clear()
+            bits = np.zeros(n, dtype=np.uint64)
+            bits.flags.writeable = False
+            verdict = _ALL_PASS[n] = Filtered(bits)
+        return verdict
 
     @staticmethod
     def from_mask(ok: np.ndarray, reason: str, *, unresolvable: bool = False) -> Filtered:
         """Candidates where ``ok`` is False fail for the single ``reason``."""
         return Filtered((~ok).astype(np.uint64), (reason,), (unresolvable,))
+
+
+_ALL_PASS: dict[int, Filtered] = {}
 
 
 @dataclass(slots=True)

@@ -555,7 +555,7 @@ class Framework:
                 continue  # a verdict without reasons rejects nothing (Filtered.all_pass and the like)
             bits = verdict.reason_bits
             bad = bits != 0
-            if not bad.any():
+            if not np.count_nonzero(bad):  # cheaper than ndarray.any() for the usual all-pass verdict
                 continue
             if pos is None:
                 pos = np.arange(len(idx), dtype=np.intp)

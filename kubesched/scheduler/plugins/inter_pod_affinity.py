@@ -250,6 +250,10 @@ class AffinityTermIndex:
         self._by_kind: list[SelectorDispatch[TermGroup]] = [SelectorDispatch() for _ in range(4)]
         index.subscribe(self)
 
+    def has(self, kind: int) -> bool:
+        """Whether any scheduled pod carries a term of ``kind``."""
+        return bool(self._by_kind[kind])
+
     def matching(self, kind: int, pod: PodInfo, ns_labels: Mapping[str, str] | None) -> list[TermGroup]:
         """Groups of ``kind`` whose term matches ``pod`` (only groups whose selector can match are tested)."""
         dispatch = self._by_kind[kind]
@@ -263,6 +267,8 @@ class AffinityTermIndex:
 
     @staticmethod
     def _entries(pi: PodInfo) -> list[tuple[int, int, AffinityTerm]]:
+        if pi.pod_affinity is None and pi.pod_anti_affinity is None:
+            return []  # most pods: nothing to index, asked for every pod placed or removed
         try:
             t = pod_terms(pi)
         except SelectorError:
@@ -419,12 +425,14 @@ class InterPodAffinity:
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
+        index, term_index = self.indexes(nodes)
+        if not pod.pod_affinity and not pod.pod_anti_affinity and not term_index.has(REQUIRED_ANTI):
+            return None, Status.skip()  # the usual case, decided before building any state
         try:
             own = pod_terms(pod)
         except SelectorError as e:
             # As upstream: a pod whose terms do not parse can never fit (the API server normally rejects it).
             return None, Status.unschedulable(f"parsing pod: {e}", unresolvable=True)
-        index, term_index = self.indexes(nodes)
         terms = PodAffinityTerms(
             tuple(t.resolved(self.namespaces) for t in own.required_affinity),
             tuple(t.resolved(self.namespaces) for t in own.required_anti_affinity),
@@ -544,6 +552,13 @@ class InterPodAffinity:
         except SelectorError as e:
             return Status.error(f"failed to parse pod: {e}")
         index, term_index = self.indexes(nodes)
+        if (
+            not has_constraints
+            and not term_index.has(PREFERRED_AFFINITY)
+            and not term_index.has(PREFERRED_ANTI)
+            and not (self.hard_pod_affinity_weight > 0 and term_index.has(REQUIRED_AFFINITY))
+        ):
+            return Status.skip()  # nothing could score: no preferred terms here, none on scheduled pods
         ns_labels = _namespace_labels(self.namespaces, pod.namespace)
 
         weighted: dict[str, np.ndarray] = {}  # topology key → sum of weight * carriers per slot

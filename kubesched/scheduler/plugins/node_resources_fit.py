@@ -167,11 +167,11 @@ class NodeResourcesFit:
         free = nodes.free.T  # (width, capacity), rows contiguous
         if len(plan.cols) == 1:
             short_pods = free[PODS].take(idx) < 1
-            if not short_pods.any():
+            if not np.count_nonzero(short_pods):
                 return Filtered.all_pass(len(idx))
             return Filtered(short_pods.astype(np.uint64), plan.reasons, plan.unresolvable)
         short = free.take(idx, axis=1) < plan.need_full
-        if not short.any():
+        if not np.count_nonzero(short):
             return Filtered.all_pass(len(idx))
         bits = np.zeros(len(idx), dtype=np.uint64)
         alloc = nodes.allocatable.T

@@ -594,6 +594,8 @@ class PodTopologySpread:
         if not constraints:
             return []
         if self.workloads is not None:
+            if not pod.owner_kind and not self.workloads.services(pod.namespace):
+                return []  # no Service and no owner to take a selector from: nothing to spread by
             selector = default_selector(pod, self.workloads)
             if selector.empty:
                 return []

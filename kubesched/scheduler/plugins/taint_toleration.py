@@ -108,7 +108,8 @@ class TaintToleration:
         return Filtered(bad.astype(np.uint64), (REASON,), (True,))
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> Status:
-        soft = tuple(t for t in pod.tolerations_key if t[3] in ("", PREFER_NO_SCHEDULE))
+        keys = pod.tolerations_key
+        soft = tuple(t for t in keys if t[3] in ("", PREFER_NO_SCHEDULE)) if keys else ()
         state.write(_PRE_SCORE_KEY, soft)
         return Status.success()
 
