@@ -3,6 +3,7 @@
     kubesched bench --workload SchedulingBasic                     # in process, 5000 nodes, 10000 pods
     kubesched bench --workload all --nodes 500 --pods 1000 -o json
     kubesched bench --mode e2e --workload SchedulingBasic          # cluster and scheduler as processes
+    kubesched bench --scale 500,5000,15000                         # per-pod cost as the cluster grows
 
 In-process runs go to a fresh Python process per workload (``--no-isolate`` to stay in this one), so that each
 peak RSS is that workload's alone. The exit status is 1 when any run failed its check or broke, whatever its
@@ -41,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each phase's pods to bind")
     p.add_argument("--create", choices=("before", "live"), default="before",
                    help="e2e: create the measured pods before (re)starting the scheduler, or while it runs")
+    p.add_argument("--scale", metavar="N[,N...]", default=None,
+                   help="run each workload at these node counts (same pod counts) and report the scheduler's CPU "
+                        "time per pod at each, e.g. --scale 500,5000,15000")
     p.add_argument("--profile", metavar="FILE", default=None,
                    help="in process: write cProfile stats of the measured phase to FILE ({workload} is replaced)")
     p.add_argument("--no-isolate", action="store_true", help="in process: run in this process, not a fresh one")
@@ -58,7 +62,27 @@ def selected_workloads(args: argparse.Namespace) -> list[Workload]:
         names.extend(n.strip() for n in item.split(",") if n.strip())
     if any(n.lower() == "all" for n in names):
         names = list(WORKLOADS)
+    if getattr(args, "scale", None):
+        sizes = parse_scale(args.scale)
+        return [get_workload(n).sized(size, args.init_pods, args.pods) for n in names for size in sizes]
     return [get_workload(n).sized(args.nodes, args.init_pods, args.pods) for n in names]
+
+
+def parse_scale(text: str) -> list[int]:
+    """``500,5000,15000`` -> [500, 5000, 15000]; positive node counts only."""
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise KeyError(f"--scale wants node counts like 500,5000,15000, not {text!r}") from None
+    if not sizes or min(sizes) <= 0:
+        raise KeyError(f"--scale wants positive node counts, not {text!r}")
+    return sizes
+
+
+def cpu_us_per_pod(result: dict[str, Any]) -> float | None:
+    """The scheduler process's CPU time per measured pod (the per-pod cost of the scale report)."""
+    cpu, pods = result.get("cpuSeconds"), result.get("measuredPods")
+    return round(cpu / pods * 1e6, 1) if cpu and pods else None
 
 
 def _setup_logging(verbosity: int) -> None:
@@ -233,6 +257,25 @@ def print_table(results: list[dict[str, Any]]) -> None:
         console.print(note, markup=False)
 
 
+def print_scale(results: list[dict[str, Any]]) -> None:
+    """Per workload: per-pod CPU cost at each node count, and how it grew against the node count."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="per-pod cost by cluster size (scheduler CPU time per measured pod)")
+    for col in ("workload", "nodes", "pods/s avg", "CPU µs/pod", "cost vs first", "nodes vs first"):
+        table.add_column(col, justify="left" if col == "workload" else "right")
+    first: dict[str, tuple[float, int]] = {}
+    for r in results:
+        cost = cpu_us_per_pod(r)
+        if cost is None or r.get("error") or r.get("skipped"):
+            continue
+        base = first.setdefault(r["workload"], (cost, r["nodes"]))
+        table.add_row(r["workload"], str(r["nodes"]), f"{r['throughput']['average']:.0f}", f"{cost:.0f}",
+                      f"{cost / base[0]:.2f}x", f"{r['nodes'] / base[1]:.0f}x")
+    Console().print(table)
+
+
 def run(args: argparse.Namespace) -> int:
     _setup_logging(args.verbosity)
     if args.load_aware_comparison:
@@ -249,6 +292,9 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as e:
         print(f"kubesched bench: {e.args[0]}", file=sys.stderr)
         return 2
+    if args.scale and (args.nodes is not None):
+        print("kubesched bench: --scale sets the node counts; drop --nodes", file=sys.stderr)
+        return 2
     if args.profile and args.mode != "inprocess":
         print("kubesched bench: --profile needs --mode inprocess", file=sys.stderr)
         return 2
@@ -262,9 +308,13 @@ def run(args: argparse.Namespace) -> int:
             else:
                 result = run_one(w, args, bar.update)
             bar.finish()
+            if cpu_us_per_pod(result) is not None:
+                result["cpuMicrosecondsPerPod"] = cpu_us_per_pod(result)
             results.append(result)
             if args.output == "json":
                 print(json.dumps(result), flush=True)
     if args.output == "table":
         print_table(results)
+        if args.scale:
+            print_scale(results)
     return 1 if any(failed(r) for r in results) else 0

@@ -243,3 +243,25 @@ def test_cli_fails_when_the_check_fails(capsys: pytest.CaptureFixture[str]) -> N
     assert rc == 1
     assert not result["check"]["passed"]
     assert any("never bound" in p for p in result["check"]["problems"])
+
+
+def test_cli_scale_runs_each_size_and_reports_the_per_pod_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["bench", "--scale", "4,12", "--init-pods", "2", "--pods", "8", "--no-isolate", "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "per-pod cost by cluster size" in out
+    rows = [line for line in out.splitlines() if "SchedulingB" in line and "x" in line.split("│")[-2]]
+    assert len(rows) == 2, out
+    assert rows[0].split("│")[2].strip() == "4" and rows[1].split("│")[2].strip() == "12"
+    assert rows[0].split("│")[-3].strip() == "1.00x"
+
+    rc = main(["bench", "--scale", "4", "--init-pods", "0", "--pods", "3", "-o", "json", "--no-isolate", "--no-progress"])
+    result = json.loads(capsys.readouterr().out)
+    assert rc == 0 and result["nodes"] == 4
+    assert result["cpuMicrosecondsPerPod"] == pytest.approx(result["cpuSeconds"] / 3 * 1e6, rel=0.01)
+
+
+def test_cli_scale_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--scale", "0,5", "--no-progress"]) == 2
+    assert "positive node counts" in capsys.readouterr().err
+    assert main(["bench", "--scale", "10", "--nodes", "5", "--no-progress"]) == 2
