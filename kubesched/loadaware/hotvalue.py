@@ -12,6 +12,7 @@ when it starts or takes over leadership (``rebuild_from_events``).
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -44,20 +45,32 @@ class HotValueStore:
         self.retention = retention
         self._bindings: dict[str, dict[str, float]] = {}
         self._last_gc = float("-inf")
+        # Per set of windows asked about (one per policy): counts kept current as bindings arrive and age out,
+        # so a Score over 500 nodes does not rescan every recent binding of the cluster.
+        self._views: dict[tuple[tuple[float, int], ...], _WindowedCounts] = {}
 
     def ensure_retention(self, seconds: float) -> None:
         """Keep bindings at least ``seconds`` (the longest ``timeRange`` of any policy using the store)."""
         self.retention = max(self.retention, seconds)
 
     def record(self, node: str, pod_key: str, when: float) -> None:
-        self._bindings.setdefault(node, {})[pod_key] = when
+        per_node = self._bindings.setdefault(node, {})
+        known = per_node.get(pod_key)
+        per_node[pod_key] = when
+        if known is None:
+            for view in self._views.values():
+                view.add(node, when)
+        elif known != when:
+            self._views.clear()  # the same binding seen at another time: rebuilt on the next question
         self._maybe_gc(when)
 
     def remove_node(self, node: str) -> None:
-        self._bindings.pop(node, None)
+        if self._bindings.pop(node, None) is not None:
+            self._views.clear()
 
     def clear(self) -> None:
         self._bindings.clear()
+        self._views.clear()
 
     def __len__(self) -> int:
         return sum(len(b) for b in self._bindings.values())
@@ -81,23 +94,16 @@ class HotValueStore:
     def hot_values(
         self, nodes: NodeTable, idx: np.ndarray, windows: Sequence[HotValuePolicy], now: float
     ) -> np.ndarray:
-        """Hot value of each candidate slot (int64, aligned with ``idx``)."""
+        """Hot value of each candidate slot (int64, aligned with ``idx``): the same numbers as ``hot_value`` per
+        node, from counts kept current between calls (cost: the bindings that arrived or aged out since)."""
         self._maybe_gc(now)
-        out = np.zeros(len(idx), dtype=np.int64)
         if not self._bindings or not windows:
-            return out
-        hot: dict[int, int] = {}
-        for node in self._bindings:
-            slot = nodes.index.get(node)
-            if slot is not None:
-                value = self.hot_value(node, windows, now)
-                if value:
-                    hot[slot] = value
-        if not hot:
-            return out
-        by_slot = np.zeros(nodes.capacity, dtype=np.int64)
-        by_slot[list(hot)] = list(hot.values())
-        return by_slot.take(idx)
+            return np.zeros(len(idx), dtype=np.int64)
+        key = tuple((float(w.time_range), int(w.count)) for w in windows)
+        view = self._views.get(key)
+        if view is None or view.broken:
+            view = self._views[key] = _WindowedCounts(key, self._bindings)
+        return view.by_slot(nodes, now).take(idx)
 
     def gc(self, now: float) -> None:
         """Forget bindings older than ``retention``."""
@@ -109,6 +115,8 @@ class HotValueStore:
             else:
                 del self._bindings[node]
         self._last_gc = now
+        # Views only ever hold bindings inside their windows (<= retention), so forgetting older ones changes
+        # nothing they count; they stay.
 
     def _maybe_gc(self, now: float) -> None:
         if now - self._last_gc >= _GC_INTERVAL:
@@ -126,7 +134,72 @@ class HotValueStore:
             if now - self.retention < when <= now + _GC_INTERVAL:
                 self._bindings.setdefault(node, {})[pod_key] = when
                 added += 1
+        if added:
+            self._views.clear()  # bindings from the past arrive out of order: rebuild on the next question
         return added
+
+
+class _WindowedCounts:
+    """For one set of windows ``((time_range, count), ...)``: per window, the bindings inside it in time order
+    and how many each node has; the resulting hot value per node, and the same per NodeTable slot."""
+
+    def __init__(self, windows: tuple[tuple[float, int], ...], bindings: Mapping[str, Mapping[str, float]]) -> None:
+        self.windows = windows
+        events = sorted((t, node) for node, per_pod in bindings.items() for t in per_pod.values())
+        self.queues: list[deque[tuple[float, str]]] = [deque(events) for _ in windows]
+        self.counts: list[dict[str, int]] = []
+        for _ in windows:
+            counts: dict[str, int] = {}
+            for _, node in events:
+                counts[node] = counts.get(node, 0) + 1
+            self.counts.append(counts)
+        self.hot: dict[str, int] = {}
+        self._dirty: set[str] = {node for _, node in events}
+        self._slots: np.ndarray | None = None
+        self._slots_key: tuple[int, int] | None = None
+        self._last_added = events[-1][0] if events else float("-inf")
+        self.broken = False
+
+    def add(self, node: str, when: float) -> None:
+        if when < self._last_added:
+            self.broken = True  # out of order (clock step): the store rebuilds this view when next asked
+            return
+        self._last_added = when
+        for queue, counts in zip(self.queues, self.counts, strict=True):
+            queue.append((when, node))
+            counts[node] = counts.get(node, 0) + 1
+        self._dirty.add(node)
+
+    def by_slot(self, nodes: NodeTable, now: float) -> np.ndarray:
+        for (time_range, _), queue, counts in zip(self.windows, self.queues, self.counts, strict=True):
+            since = now - time_range
+            while queue and queue[0][0] <= since:
+                _, node = queue.popleft()
+                left = counts[node] - 1
+                if left:
+                    counts[node] = left
+                else:
+                    del counts[node]
+                self._dirty.add(node)
+        key = (nodes.node_version, nodes.capacity)
+        if self._slots is None or self._slots_key != key:
+            self._slots = np.zeros(nodes.capacity, dtype=np.int64)
+            self._slots_key = key
+            self._dirty.update(self.hot)
+        slots = self._slots
+        index = nodes.index
+        for node in self._dirty:
+            value = sum(c.get(node, 0) // per for c, (_, per) in zip(self.counts, self.windows, strict=True))
+            if value:
+                self.hot[node] = value
+            else:
+                self.hot.pop(node, None)
+            slot = index.get(node)
+            if slot is not None:
+                slots[slot] = value
+        self._dirty.clear()
+        return slots
+
 
 
 def binding_from_event(event: Mapping[str, Any]) -> tuple[str, str, float] | None:

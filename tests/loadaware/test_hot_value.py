@@ -6,10 +6,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from la_helpers import NOW, cluster, node
 
 from kubesched.loadaware.hotvalue import HotValueStore, binding_from_event, hot_value_of
-from kubesched.loadaware.policy import default_policy
+from kubesched.loadaware.policy import HotValuePolicy, default_policy
 
 WINDOWS = default_policy().spec.hot_value  # floor(n5m / 5) + floor(n1m / 2)
 
@@ -153,3 +155,45 @@ def test_rebuild_from_events() -> None:
     assert store.count("n1", 300, NOW) == 3 and store.count("n1", 60, NOW) == 2
     assert store.hot_value("n1", WINDOWS, NOW) == 1
     assert store.count("n2", 300, NOW) == 1
+
+
+# --- the incremental per-slot answer equals the per-node definition ----------------------------------------------
+
+_NODES = [f"n{i}" for i in range(5)]
+_op = st.one_of(
+    st.tuples(st.just("bind"), st.sampled_from(_NODES), st.integers(0, 30), st.integers(0, 90)),
+    st.tuples(st.just("ask"), st.just(""), st.just(0), st.integers(0, 90)),
+    st.tuples(st.just("past"), st.sampled_from(_NODES), st.integers(0, 30), st.integers(0, 400)),
+    st.tuples(st.just("drop"), st.sampled_from(_NODES), st.just(0), st.just(0.0)),
+    st.tuples(st.just("node-"), st.sampled_from(_NODES), st.just(0), st.just(0.0)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=st.lists(_op, max_size=60), windows=st.sampled_from([((300, 5), (60, 2)), ((60, 1),), ((120, 3), (30, 1))]))
+def test_hot_values_follow_the_definition(ops: list[tuple[str, str, int, int]],
+                                          windows: tuple[tuple[int, int], ...]) -> None:
+    policies = [HotValuePolicy.model_validate({"timeRange": f"{r}s", "count": c}) for r, c in windows]
+    cache = cluster(*(node(n) for n in _NODES))
+    table = cache.table
+    store = HotValueStore(retention=300)
+    now = NOW
+    for kind, name, pod, step in ops:
+        if kind == "bind":
+            now += step
+            store.record(name, f"default/p{pod}", now)
+        elif kind == "past":  # a Scheduled event from before, as a rebuild after a restart brings
+            event = {"type": "Normal", "reason": "Scheduled", "message": f"Successfully assigned default/q{pod} "
+                     f"to {name}", "eventTime": datetime.fromtimestamp(now - step, UTC).isoformat()}
+            store.rebuild_from_events([event], now)
+        elif kind == "drop":
+            store.remove_node(name)
+        elif kind == "node-":  # the node leaves and comes back (new slot bookkeeping)
+            cache.on_node_delete(node(name))
+            cache.on_node_add(node(name))
+        else:
+            now += step
+        idx = table.slots()
+        got = store.hot_values(table, idx, policies, now)
+        want = [store.hot_value(table.names[s] or "", policies, now) for s in idx.tolist()]
+        assert got.tolist() == want
