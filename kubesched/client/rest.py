@@ -294,9 +294,18 @@ class WatchStream:
         await self.aclose()
 
 
-class ApiClient:
-    """One connection pool to one API server. Create it inside the event loop; ``await close()`` when done.
+# Requests share a small pool of kept-alive connections: the API server is one event loop, so more parallel
+# connections add no throughput, only TLS handshakes (one per new connection, on both sides) and per-connection
+# bookkeeping. client-go multiplexes everything over one HTTP/2 connection; 32 was the measured optimum for a
+# burst of thousands of bindings (fewer left the server's loop idle between rounds, more paid handshakes).
+DEFAULT_MAX_CONNECTIONS = 32
 
+
+class ApiClient:
+    """Connection pools to one API server. Create it inside the event loop; ``await close()`` when done.
+
+    Requests share up to ``max_connections`` kept-alive connections; watches (each holding its connection for
+    its whole life) have a pool of their own, so open watches never take connections from requests.
     ``config`` may be a bare server URL for tests and the local cluster.
     """
 
@@ -305,7 +314,7 @@ class ApiClient:
         config: ClientConfig | str,
         *,
         timeout: float = 60.0,
-        max_connections: int = 256,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_retries: int = 10,
     ) -> None:
         self.config = ClientConfig(server=config) if isinstance(config, str) else config
@@ -314,6 +323,7 @@ class ApiClient:
         self._server = self.config.server
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
+        self._watch_session: aiohttp.ClientSession | None = None
         self._limiter = (
             TokenBucket(self.config.qps, self.config.effective_burst) if self.config.qps > 0 else None
         )
@@ -321,23 +331,31 @@ class ApiClient:
 
     # ---- lifecycle ----
 
+    def _new_session(self, limit: int) -> aiohttp.ClientSession:
+        ssl_ctx = self.config.ssl_context()
+        connector = aiohttp.TCPConnector(limit=limit, ssl=ssl_ctx if ssl_ctx is not None else True)
+        return aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=self.timeout),
+            headers={"User-Agent": self._user_agent, "Accept": "application/json"},
+        )
+
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            ssl_ctx = self.config.ssl_context()
-            connector = aiohttp.TCPConnector(
-                limit=self._max_connections, ssl=ssl_ctx if ssl_ctx is not None else True
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                timeout=aiohttp.ClientTimeout(total=self.timeout),
-                headers={"User-Agent": self._user_agent, "Accept": "application/json"},
-            )
+            self._session = self._new_session(self._max_connections)
         return self._session
 
+    def _get_watch_session(self) -> aiohttp.ClientSession:
+        if self._watch_session is None or self._watch_session.closed:
+            self._watch_session = self._new_session(0)  # one connection per open watch, no limit
+        return self._watch_session
+
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for attr in ("_session", "_watch_session"):
+            session = getattr(self, attr)
+            if session is not None:
+                setattr(self, attr, None)
+                await session.close()
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -630,7 +648,7 @@ class ApiClient:
         async def opener() -> aiohttp.ClientResponse:
             if self._limiter is not None:
                 await self._limiter.wait()
-            resp = await self._get_session().get(
+            resp = await self._get_watch_session().get(
                 self._server + path, params=params, headers=self._headers(None), timeout=timeout
             )
             if resp.status != 200:

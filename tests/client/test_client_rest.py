@@ -470,3 +470,161 @@ async def test_client_rate_limits_when_qps_is_set(server: FakeServer) -> None:
         await asyncio.gather(*(client.raw_request("GET", "/x") for _ in range(6)))
         elapsed = loop.time() - start
     assert elapsed >= 5 / 50 - 0.01  # burst 1, then one request every 20 ms
+
+
+# ---- transport behaviour: chunked and close-delimited answers, keep-alive, timeouts, cut connections ----
+
+
+async def _raw_server(answer: Any) -> tuple[asyncio.AbstractServer, str, list[bytes]]:
+    """A bare TCP server: ``answer(request_bytes, writer)`` writes whatever bytes the test wants."""
+    seen: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                body = await reader.readexactly(length)
+                seen.append(head + body)
+                if not await answer(head + body, writer):
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    srv = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    return srv, f"http://127.0.0.1:{port}", seen
+
+
+async def test_client_reads_chunked_and_close_delimited_answers() -> None:
+    answers = iter([
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3;ext=1\r\n:1}\r\n0\r\nX-Trailer: y\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"b\":2}",
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"c\":3}",
+        b"HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok",
+    ])
+
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        data = next(answers)
+        writer.write(data)
+        await writer.drain()
+        return b"Connection: close" not in data
+
+    srv, url, seen = await _raw_server(answer)
+    try:
+        async with ApiClient(url) as client:
+            assert await client.get("v1", "pods", "a", namespace="ns") == {"a": 1}
+            assert await client.get("v1", "pods", "b", namespace="ns") == {"b": 2}
+            assert await client.get("v1", "pods", "c", namespace="ns") == {"c": 3}
+            # The server closed after the third answer: the fourth goes out on a new connection.
+            assert await client.create("v1", "pods", {"metadata": {"name": "d"}}, namespace="ns") == "ok"
+    finally:
+        srv.close()
+        await srv.wait_closed()
+    first = seen[0].decode()
+    assert first.startswith("GET /api/v1/namespaces/ns/pods/a HTTP/1.1\r\n")
+    assert f"User-Agent: {USER_AGENT}\r\n" in first and "Accept: application/json\r\n" in first
+    assert seen[3].endswith(b'\r\n\r\n{"metadata":{"name":"d"}}')
+    assert b"Content-Type: application/json\r\n" in seen[3] and b"Content-Length: 25\r\n" in seen[3]
+
+
+async def test_client_keeps_connections_alive_and_encodes_queries(server: FakeServer) -> None:
+    peers: set[Any] = set()
+
+    async def handler(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        peers.add(request.transport.get_extra_info("peername"))
+        return json_response({"kind": "PodList", "items": [], "metadata": {}})
+
+    server.handler = handler
+    async with ApiClient(server.url, max_connections=2) as client:
+        await asyncio.gather(*(client.list("v1", "pods", label_selector="app in (a b),x!=y+z") for _ in range(20)))
+    assert len(peers) <= 2  # 20 requests over at most two kept-alive connections
+    assert {r.query["labelSelector"] for r in server.requests} == {"app in (a b),x!=y+z"}
+
+
+async def test_client_times_out_and_recovers() -> None:
+    calls = itertools.count()
+
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        if next(calls) == 0:
+            await asyncio.sleep(5)  # never answers in time
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}")
+        await writer.drain()
+        return True
+
+    srv, url, _ = await _raw_server(answer)
+    try:
+        async with ApiClient(url, timeout=0.2) as client:
+            with pytest.raises(TimeoutError):
+                await client.get("v1", "pods", "slow", namespace="ns")
+            assert await client.get("v1", "pods", "fast", namespace="ns") == {}
+    finally:
+        srv.close()
+
+
+async def test_client_reports_a_connection_closed_mid_answer() -> None:
+    import aiohttp
+
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial")
+        await writer.drain()
+        return False  # close
+
+    srv, url, _ = await _raw_server(answer)
+    try:
+        async with ApiClient(url) as client:
+            with pytest.raises(aiohttp.ClientError):  # the answer was cut short: a transport error, no JSON
+                await client.get("v1", "pods", "p", namespace="ns")
+    finally:
+        srv.close()
+
+
+async def test_waiting_for_a_connection_slot_counts_toward_the_timeout() -> None:
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(0.3)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}")
+        await writer.drain()
+        return True
+
+    srv, url, _ = await _raw_server(answer)
+    try:
+        async with ApiClient(url, timeout=0.45, max_connections=1) as client:
+            results = await asyncio.gather(
+                *(client.get("v1", "pods", f"p{i}", namespace="ns") for i in range(3)), return_exceptions=True
+            )
+            # The first is answered at 0.3 s; the second would be at 0.6 s, past its deadline while it waited.
+            assert results[0] == {}
+            assert all(isinstance(r, TimeoutError) for r in results[1:])
+            assert await client.get("v1", "pods", "again", namespace="ns") == {}  # the slot was given back
+    finally:
+        srv.close()
+
+
+async def test_client_reads_a_large_chunked_answer_sent_in_pieces() -> None:
+    items = [{"metadata": {"name": f"p{i}"}, "pad": "x" * (i % 50)} for i in range(3000)]
+    payload = orjson.dumps({"kind": "PodList", "items": items, "metadata": {}})
+    chunks = [payload[i : i + 997] for i in range(0, len(payload), 997)]
+    wire = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for i in range(0, len(wire), 4093):  # boundaries that fall anywhere in the chunk framing
+            writer.write(wire[i : i + 4093])
+            await writer.drain()
+        return True
+
+    srv, url, _ = await _raw_server(answer)
+    try:
+        async with ApiClient(url) as client:
+            for _ in range(2):  # and the connection is reusable afterwards
+                result = await client.list("v1", "pods")
+                assert result["items"] == items
+    finally:
+        srv.close()
