@@ -36,8 +36,15 @@ OWNER_KINDS = frozenset(
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
+_last_second: list[Any] = [None, ""]  # the last whole second formatted: strftime is slow for every write
+
+
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    second = int(time.time())
+    if _last_second[0] != second:
+        _last_second[1] = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        _last_second[0] = second
+    return _last_second[1]  # type: ignore[no-any-return]
 
 
 def now_micro() -> str:

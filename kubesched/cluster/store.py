@@ -106,7 +106,7 @@ class Watcher:
     """A subscriber to one collection. The store pushes matching events; the HTTP layer drains them."""
 
     __slots__ = (
-        "_wake",
+        "_waiter",
         "buffer",
         "closed",
         "collection",
@@ -120,7 +120,9 @@ class Watcher:
         self.namespace = namespace
         self.predicate = predicate
         self.buffer: deque[tuple[str, Stored]] = deque()
-        self._wake = asyncio.Event()
+        # The future the HTTP layer is waiting on, if any (a bare future, not an Event under wait_for: that
+        # costs a task and a timer per wake-up, once per write on the pods collection).
+        self._waiter: asyncio.Future[None] | None = None
         self.closed = False
         self.expired_message: str | None = None
 
@@ -157,7 +159,14 @@ class Watcher:
             # A consumer this far behind would hold the history hostage; cut it off as the apiserver does.
             self.expire("watcher fell too far behind; please re-list")
             return
-        self._wake.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     def expire(self, message: str) -> None:
         self.expired_message = message
@@ -168,23 +177,33 @@ class Watcher:
         if not self.closed:
             self.closed = True
             self.collection.watchers.discard(self)
-            self._wake.set()
+            self._wake()
 
     async def wait(self, timeout: float | None) -> bool:
         """Wait until events are buffered or the watcher is closed; False on timeout."""
         if self.buffer or self.closed:
             return True
-        self._wake.clear()
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(timeout, _time_out, waiter) if timeout is not None else None
         try:
-            await asyncio.wait_for(self._wake.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if self._waiter is waiter:
+                self._waiter = None
+        return bool(self.buffer) or self.closed
 
     def drain(self) -> list[tuple[str, Stored]]:
         items = list(self.buffer)
         self.buffer.clear()
         return items
+
+
+def _time_out(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 @dataclass

@@ -322,6 +322,16 @@ def is_dns1035_label(value: str) -> list[str]:
 
 def is_qualified_name(value: str) -> list[str]:
     """A label key (also used for annotation keys, finalizers, taint keys): ``[prefix/]name``."""
+    return list(_qualified_name_errors(value))
+
+
+@lru_cache(maxsize=4096)
+def _qualified_name_errors(value: str) -> tuple[str, ...]:
+    # The same few keys (label keys, reportingController, finalizers) come with every write: remember them.
+    return tuple(_check_qualified_name(value))
+
+
+def _check_qualified_name(value: str) -> list[str]:
     errs: list[str] = []
     parts = value.split("/")
     if len(parts) == 1:
