@@ -1,8 +1,10 @@
 """An events.k8s.io/v1 event recorder in the manner of client-go's ``tools/events``.
 
 ``event()`` never waits: it builds the Event at once (so ``eventTime`` is when it happened) and queues the API
-write for background workers; when the queue is full the event is dropped, as client-go drops events when
-its broadcaster's buffer is full.
+write for background workers (a few, so event writes never crowd out bindings); when the queue is full the
+event is dropped, as client-go drops events when its broadcaster's buffer is full. The queue is deeper than
+client-go's 1,000: a scheduler binds thousands of pods a second in a burst, and every ``Scheduled`` event of
+such a burst is still written (at ~1 KiB per queued event, a 10,000-pod burst queues ~10 MiB at worst).
 
 Repeats are aggregated into a series: an event with the same type, reason, action, note, regarding and
 related objects within six minutes of the last one does not create a new object. The second occurrence
@@ -32,7 +34,7 @@ EVENTS_API_VERSION = "events.k8s.io/v1"
 SERIES_WINDOW_SECONDS = 6 * 60.0  # client-go finishTime
 REFRESH_SECONDS = 30 * 60.0  # client-go refreshTime: re-send live series so that their TTL does not expire
 NOTE_LIMIT_BYTES = 1024  # events.k8s.io/v1 validation limit for note
-MAX_QUEUED_EVENTS = 1000
+MAX_QUEUED_EVENTS = 100_000
 MAX_TRIES_PER_EVENT = 12
 RETRY_INTERVAL_SECONDS = 10.0
 HOUSEKEEPING_SECONDS = 60.0
@@ -78,6 +80,8 @@ def object_reference(obj: dict[str, Any]) -> dict[str, str]:
 
 def truncate_note(note: str, limit: int = NOTE_LIMIT_BYTES) -> str:
     """Cut ``note`` to at most ``limit`` UTF-8 bytes, ending in ``...`` when cut."""
+    if len(note) * 4 <= limit:
+        return note  # at most 4 bytes per character: short notes need no encoding to know they fit
     encoded = note.encode()
     if len(encoded) <= limit:
         return note
@@ -159,8 +163,8 @@ class EventRecorder:
             action,
             reason,
             note,
-            tuple(sorted(ref.items())),
-            tuple(sorted(rel.items())) if rel else None,
+            tuple(ref.items()),  # object_reference builds its fields in one fixed order
+            tuple(rel.items()) if rel else None,
         )
         cached = self._series.get(key)
         if cached is not None and now - cached.last_observed_ns <= SERIES_WINDOW_SECONDS * 1e9:
