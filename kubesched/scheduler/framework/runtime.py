@@ -504,8 +504,13 @@ class Framework:
         return ok, statuses
 
     def filter_node(self, state: CycleState, pod: PodInfo, slot: int) -> Status:
-        ok, statuses = self.run_filters(state, pod, np.array([slot], dtype=np.intp))
-        return Status.success() if ok[0] else statuses[slot]
+        """The Filter plugins on one node (preemption's dry runs call this for every victim of every candidate,
+        so it skips ``run_filters``' array bookkeeping): the first plugin's rejection, else success."""
+        alive, _, rejections = self._filter_chunk(state, pod, self.nodes, np.array([slot], dtype=np.intp))
+        if len(alive):
+            return Status.success()
+        rej = rejections[0]
+        return _bits_status(rej.plugin, int(rej.bits[0]), rej.reasons, rej.unresolvable)
 
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: PodInfo, other: PodInfo, slot: int
