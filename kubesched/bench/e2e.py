@@ -80,13 +80,7 @@ class _Process:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time used so far (0 once it exited)."""
-        import psutil
-
-        try:
-            t = psutil.Process(self.proc.pid).cpu_times()
-        except psutil.Error:
-            return 0.0
-        return float(t.user + t.system)
+        return _cpu_seconds(self.proc.pid)
 
     def stop(self, timeout: float = 10.0) -> int:
         if self.alive():
@@ -342,6 +336,7 @@ async def _drive(
 
 
 def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time process ``pid`` used so far (0 when it is gone)."""
     import psutil
 
     try:
