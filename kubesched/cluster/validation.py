@@ -10,396 +10,41 @@ of kube-apiserver 1.36, for the fields a scheduler stack relies on; less-used fi
 The caller applies defaults (and, for events.k8s.io, validates before converting to core/v1) first, as upstream
 decodes with defaults before it validates.
 
-Also here: Kubernetes resource quantities (``parse_quantity`` and friends), which the scheduler reuses.
+The generic checks (quantities, names, label keys and values) are ``kubesched.apimachinery``'s; this module holds
+the per-kind rules built on them.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping
-from fractions import Fraction
-from functools import lru_cache
 from typing import Any
 
+from kubesched.apimachinery.quantity import (
+    QuantityError,
+    canonical_quantity,
+    format_quantity,
+    parse_quantity,
+    parse_quantity_with_format,
+)
+from kubesched.apimachinery.validation import (
+    FIELD_IMMUTABLE,
+    IS_NEGATIVE,
+    NOT_POSITIVE,
+    is_config_map_key,
+    is_dns1035_label,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    is_label_key,
+    is_label_value,
+    name_is_dns_label,
+    name_is_dns_subdomain,
+    validate_path_segment_name,
+)
 from kubesched.cluster.resources import Obj, ResourceType
 
 Cause = dict[str, str]
-
-# ------------------------------------------------------------------------------------------------------------
-# Quantities (k8s.io/apimachinery/pkg/api/resource)
-# ------------------------------------------------------------------------------------------------------------
-
-QUANTITY_FORMAT_ERROR = (
-    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-)
-QUANTITY_SUFFIX_ERROR = "unable to parse quantity's suffix"
-QUANTITY_NUMERIC_ERROR = "unable to parse numeric part of quantity"
-
-
-class QuantityError(ValueError):
-    """A string that is not a Kubernetes quantity; the message is upstream's."""
-
-
-_DECIMAL_SUFFIXES: dict[str, int] = {
-    "n": -9,
-    "u": -6,
-    "m": -3,
-    "": 0,
-    "k": 3,
-    "M": 6,
-    "G": 9,
-    "T": 12,
-    "P": 15,
-    "E": 18,
-}
-_BINARY_SUFFIXES: dict[str, int] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL_BY_EXPONENT = {v: k for k, v in _DECIMAL_SUFFIXES.items()}
-_BINARY_BY_EXPONENT = {v: k for k, v in _BINARY_SUFFIXES.items()}
-
-# The shape upstream's parser accepts: sign, digits with an optional point, then suffix letters, an optional sign
-# and digits (an exponent); which suffixes mean something is decided afterwards.
-_QUANTITY_RE = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?([eEinumkKMGTP]*)([-+]?[0-9]*)")
-# The common forms ("100m", "2", "512Mi") skip the general path.
-_SIMPLE_QUANTITY_RE = re.compile(r"([0-9]+)(m|k|M|G|T|Ki|Mi|Gi|Ti|)")
-_NANO = Fraction(1, 10**9)
-
-
-def _round_up_to_nano(value: Fraction) -> Fraction:
-    """Upstream keeps nano precision and rounds any finer value away from zero (a tiny request stays non-zero)."""
-    if (value * 10**9).denominator == 1:
-        return value
-    scaled = value / _NANO
-    rounded = math.ceil(scaled) if value > 0 else math.floor(scaled)
-    return rounded * _NANO
-
-
-@lru_cache(maxsize=8192)
-def _parse_quantity_str(text: str) -> tuple[Fraction, str]:
-    simple = _SIMPLE_QUANTITY_RE.fullmatch(text)
-    if simple:
-        digits, suffix = simple.groups()
-        if suffix in _BINARY_SUFFIXES:
-            return Fraction(int(digits) << _BINARY_SUFFIXES[suffix]), "BinarySI"
-        return Fraction(int(digits)) * Fraction(10) ** _DECIMAL_SUFFIXES[suffix], "DecimalSI"
-    if not text:
-        raise QuantityError(QUANTITY_FORMAT_ERROR)
-    match = _QUANTITY_RE.fullmatch(text)
-    if match is None:
-        raise QuantityError(QUANTITY_FORMAT_ERROR)
-    sign, whole, frac, letters, exp_digits = match.groups()
-    suffix = letters + exp_digits
-    number = Fraction(int(whole or "0")) + (Fraction(int(frac), 10 ** len(frac)) if frac else 0)
-    if suffix in _DECIMAL_SUFFIXES:
-        value, fmt = number * Fraction(10) ** _DECIMAL_SUFFIXES[suffix], "DecimalSI"
-    elif suffix in _BINARY_SUFFIXES:
-        value, fmt = number * (1 << _BINARY_SUFFIXES[suffix]), "BinarySI"
-    elif len(suffix) > 1 and suffix[0] in "eE" and re.fullmatch(r"[-+]?[0-9]+", suffix[1:]):
-        exponent = int(suffix[1:])
-        if abs(exponent) > 1 << 31:
-            raise QuantityError(QUANTITY_SUFFIX_ERROR)
-        value, fmt = number * Fraction(10) ** exponent, "DecimalExponent"
-    else:
-        raise QuantityError(QUANTITY_SUFFIX_ERROR)
-    value = _round_up_to_nano(value)
-    if fmt == "BinarySI" and 0 < value < 1:
-        fmt = "DecimalSI"  # as upstream: a fractional binary amount is shown in decimal
-    return (-value if sign == "-" else value), fmt
-
-
-def _quantity_text(value: str | int | float) -> str:
-    if isinstance(value, bool):
-        raise QuantityError(QUANTITY_FORMAT_ERROR)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        # JSON numbers are accepted as quantities; repr gives the shortest exact-enough spelling
-        return repr(value).replace("e+", "e")
-    if isinstance(value, str):
-        return value
-    raise QuantityError(QUANTITY_FORMAT_ERROR)
-
-
-# Plain dicts in front of the parser: the scheduler converts the same few strings ("100m", "512Mi") millions of
-# times, and a dict lookup is several times cheaper than lru_cache plus argument normalisation.
-_CACHE_LIMIT = 1 << 16
-_value_cache: dict[str, Fraction] = {}
-_milli_cache: dict[str, int] = {}
-_whole_cache: dict[str, int] = {}
-# For the simple forms: (thousandths per unit, units per whole) — integer arithmetic, no Fraction.
-_SIMPLE_SCALE: dict[str, tuple[int, int]] = {
-    "m": (1, 1000),
-    "": (1000, 1),
-    "k": (10**6, 1),
-    "M": (10**9, 1),
-    "G": (10**12, 1),
-    "T": (10**15, 1),
-    "Ki": (1000 << 10, 1),
-    "Mi": (1000 << 20, 1),
-    "Gi": (1000 << 30, 1),
-    "Ti": (1000 << 40, 1),
-}
-
-
-def _remember(cache: dict[str, Any], key: str, value: Any) -> Any:
-    if len(cache) >= _CACHE_LIMIT:
-        cache.clear()
-    cache[key] = value
-    return value
-
-
-def parse_quantity(value: str | int | float) -> Fraction:
-    """The exact value of a Kubernetes quantity ("100m", "1Gi", "2e3", "1.5", "500Ki"), nano precision.
-
-    Raises ``QuantityError`` (a ``ValueError``) with upstream's message for malformed input.
-    """
-    if type(value) is str:
-        found = _value_cache.get(value)
-        if found is not None:
-            return found
-        return _remember(_value_cache, value, _parse_quantity_str(value)[0])
-    if type(value) is int:
-        return Fraction(value)
-    return _parse_quantity_str(_quantity_text(value))[0]
-
-
-def quantity_format(value: str | int | float) -> str:
-    """``BinarySI``, ``DecimalSI`` or ``DecimalExponent``: the family the quantity was written in."""
-    return _parse_quantity_str(_quantity_text(value))[1]
-
-
-def quantity_to_milli(value: str | int | float) -> int:
-    """The quantity in thousandths, rounded up as upstream ``MilliValue()`` does ("100m" → 100, "1" → 1000)."""
-    if type(value) is str:
-        found = _milli_cache.get(value)
-        if found is not None:
-            return found
-        simple = _SIMPLE_QUANTITY_RE.fullmatch(value)
-        if simple:
-            milli = int(simple.group(1)) * _SIMPLE_SCALE[simple.group(2)][0]
-        else:
-            milli = math.ceil(_parse_quantity_str(value)[0] * 1000)
-        return _remember(_milli_cache, value, milli)
-    if type(value) is int:
-        return value * 1000
-    return math.ceil(_parse_quantity_str(_quantity_text(value))[0] * 1000)
-
-
-def quantity_to_int(value: str | int | float) -> int:
-    """The quantity as an integer, rounded up as upstream ``Value()`` does ("1Gi" → 1073741824, "100m" → 1)."""
-    if type(value) is str:
-        found = _whole_cache.get(value)
-        if found is not None:
-            return found
-        simple = _SIMPLE_QUANTITY_RE.fullmatch(value)
-        if simple:
-            milli_per_unit, units_per_whole = _SIMPLE_SCALE[simple.group(2)]
-            number = int(simple.group(1))
-            whole = -(-number // units_per_whole) if units_per_whole > 1 else number * milli_per_unit // 1000
-        else:
-            whole = math.ceil(_parse_quantity_str(value)[0])
-        return _remember(_whole_cache, value, whole)
-    if type(value) is int:
-        return value
-    return math.ceil(_parse_quantity_str(_quantity_text(value))[0])
-
-
-def canonical_quantity(value: str | int | float) -> str:
-    """The quantity as upstream serialises it: "1.5" → "1500m", "1536Mi" → "1536Mi", "1024Ki" → "1Mi"."""
-    amount, fmt = _parse_quantity_str(_quantity_text(value))
-    return format_quantity(amount, fmt)
-
-
-def format_quantity(amount: Fraction, fmt: str = "DecimalSI") -> str:
-    """Render an exact amount in upstream's canonical form for the given format family."""
-    if amount == 0:
-        return "0"
-    sign = "-" if amount < 0 else ""
-    magnitude = -amount if amount < 0 else amount
-    if fmt == "BinarySI" and magnitude >= 1024 and magnitude.denominator == 1:
-        number, exponent = int(magnitude), 0
-        while number % 1024 == 0 and exponent < 60:
-            number //= 1024
-            exponent += 10
-        return f"{sign}{number}{_BINARY_BY_EXPONENT.get(exponent, '')}"
-    # Decimal: the largest exponent (a multiple of 3) that keeps the mantissa whole; nano is always enough.
-    number = magnitude * 10**9
-    if number.denominator != 1:  # finer than nano cannot come out of the parser; round up to be safe
-        number = Fraction(math.ceil(number))
-    mantissa, exponent = int(number), -9
-    while mantissa % 1000 == 0 and (exponent < 18 or fmt == "DecimalExponent"):
-        mantissa //= 1000
-        exponent += 3
-    if fmt == "DecimalExponent":
-        return f"{sign}{mantissa}" + (f"e{exponent}" if exponent else "")
-    return f"{sign}{mantissa}{_DECIMAL_BY_EXPONENT[exponent]}"
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Name and label formats (k8s.io/apimachinery/pkg/api/validate/content)
-# ------------------------------------------------------------------------------------------------------------
-
-DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
-DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
-LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-LABEL_VALUE_FMT = "(" + LABEL_KEY_FMT + ")?"
-CONFIG_MAP_KEY_FMT = "[-._a-zA-Z0-9]+"
-
-_DNS1123_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-    "and must start and end with an alphanumeric character"
-)
-_DNS1123_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_DNS1035_LABEL_MSG = (
-    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
-    "start with an alphabetic character, and end with an alphanumeric character"
-)
-_LABEL_KEY_MSG = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-_LABEL_VALUE_MSG = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_CONFIG_MAP_KEY_MSG = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
-
-_dns1123_label_re = re.compile(DNS1123_LABEL_FMT)
-_dns1123_subdomain_re = re.compile(DNS1123_SUBDOMAIN_FMT)
-_dns1035_label_re = re.compile(DNS1035_LABEL_FMT)
-_label_key_re = re.compile(LABEL_KEY_FMT)
-_label_value_re = re.compile(LABEL_VALUE_FMT)
-_config_map_key_re = re.compile(CONFIG_MAP_KEY_FMT)
-
-FIELD_IMMUTABLE = "field is immutable"
-IS_NEGATIVE = "must be greater than or equal to 0"
-NOT_POSITIVE = "must be greater than zero"
-
-
-def regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """Upstream's wording for a failed format check, examples included (the odd double space is theirs)."""
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def max_len_error(length: int) -> str:
-    return f"must be no more than {length} characters"
-
-
-def is_dns1123_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(max_len_error(63))
-    if not _dns1123_label_re.fullmatch(value):
-        if _dns1123_subdomain_re.fullmatch(value):
-            errs.append("must not contain dots")
-        else:
-            errs.append(regex_error(_DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
-    return errs
-
-
-def is_dns1123_subdomain(value: str) -> list[str]:
-    errs = []
-    if len(value) > 253:
-        errs.append(max_len_error(253))
-    if not _dns1123_subdomain_re.fullmatch(value):
-        errs.append(regex_error(_DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
-
-
-def is_dns1035_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(max_len_error(63))
-    if not _dns1035_label_re.fullmatch(value):
-        errs.append(regex_error(_DNS1035_LABEL_MSG, DNS1035_LABEL_FMT, "my-name", "abc-123"))
-    return errs
-
-
-def is_qualified_name(value: str) -> list[str]:
-    """A label key (also used for annotation keys, finalizers, taint keys): ``[prefix/]name``."""
-    return list(_qualified_name_errors(value))
-
-
-@lru_cache(maxsize=4096)
-def _qualified_name_errors(value: str) -> tuple[str, ...]:
-    # The same few keys (label keys, reportingController, finalizers) come with every write: remember them.
-    return tuple(_check_qualified_name(value))
-
-
-def _check_qualified_name(value: str) -> list[str]:
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
-    else:
-        return [
-            "a valid label key "
-            + regex_error(_LABEL_KEY_MSG, LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part " + max_len_error(63))
-    if not _label_key_re.fullmatch(name):
-        errs.append("name part " + regex_error(_LABEL_KEY_MSG, LABEL_KEY_FMT, "MyName", "my.name", "123-abc"))
-    return errs
-
-
-def is_label_value(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(max_len_error(63))
-    if not _label_value_re.fullmatch(value):
-        errs.append(regex_error(_LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return errs
-
-
-def is_config_map_key(value: str) -> list[str]:
-    errs = []
-    if len(value) > 253:
-        errs.append(max_len_error(253))
-    if not _config_map_key_re.fullmatch(value):
-        errs.append(regex_error(_CONFIG_MAP_KEY_MSG, CONFIG_MAP_KEY_FMT, "key.name", "KEY_NAME", "key-name"))
-    if value == ".":
-        errs.append("must not be '.'")
-    elif value == "..":
-        errs.append("must not be '..'")
-    elif value.startswith(".."):
-        errs.append("must not start with '..'")
-    return errs
-
-
-def _mask_trailing_dash(name: str) -> str:
-    # A generateName prefix may end in '-': the random suffix follows it.
-    return name[:-1] + "a" if len(name) > 1 and name.endswith("-") else name
-
-
-def name_is_dns_subdomain(name: str, prefix: bool = False) -> list[str]:
-    return is_dns1123_subdomain(_mask_trailing_dash(name) if prefix else name)
-
-
-def name_is_dns_label(name: str, prefix: bool = False) -> list[str]:
-    return is_dns1123_label(_mask_trailing_dash(name) if prefix else name)
-
-
-def validate_path_segment_name(name: str, prefix: bool = False) -> list[str]:
-    """The rule every stored name obeys: it must fit in one URL path segment."""
-    if not prefix and name in (".", ".."):
-        return [f"may not be '{name}'"]
-    return [f"may not contain '{bad}'" for bad in ("/", "%") if bad in name]
-
 
 # ------------------------------------------------------------------------------------------------------------
 # Causes, shaped like upstream's field.Error
@@ -486,7 +131,7 @@ NameFn = Any  # Callable[[str, bool], list[str]]
 def validate_labels(labels: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
     for key, value in sorted(_dict(labels).items()):
-        causes.extend(invalid(path, key, m) for m in is_qualified_name(key))
+        causes.extend(invalid(path, key, m) for m in is_label_key(key))
         causes.extend(invalid(path, value, m) for m in is_label_value(_str(value)))
     return causes
 
@@ -496,7 +141,7 @@ def validate_annotations(annotations: Any, path: str) -> list[Cause]:
     items = _dict(annotations)
     for key in sorted(items):
         # Annotation keys follow the label-key rule, case aside.
-        causes.extend(invalid(path, key, m) for m in is_qualified_name(key.lower()))
+        causes.extend(invalid(path, key, m) for m in is_label_key(key.lower()))
     size = sum(len(k) + len(_str(v)) for k, v in items.items())
     if size > TOTAL_ANNOTATION_SIZE_LIMIT:
         causes.append(too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT))
@@ -536,7 +181,7 @@ def _validate_finalizers(finalizers: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
     names = [_str(f) for f in _list(finalizers)]
     for name in names:
-        causes.extend(invalid(path, name, m) for m in is_qualified_name(name))
+        causes.extend(invalid(path, name, m) for m in is_label_key(name))
     if "orphan" in names and "foregroundDeletion" in names:
         causes.append(invalid(path, names, "finalizer orphan and foregroundDeletion cannot be both set"))
     return causes
@@ -646,7 +291,7 @@ def is_extended_resource(name: str) -> bool:
     """A resource named outside kubernetes.io (``example.com/gpu``): integer-valued and never overcommitted."""
     if is_native_resource(name) or name.startswith("requests."):
         return False
-    return not is_qualified_name("requests." + name)
+    return not is_label_key("requests." + name)
 
 
 def _overcommit_allowed(name: str) -> bool:
@@ -654,7 +299,7 @@ def _overcommit_allowed(name: str) -> bool:
 
 
 def _validate_container_resource_name(name: str, path: str) -> list[Cause]:
-    causes = [invalid(path, name, m) for m in is_qualified_name(name)]
+    causes = [invalid(path, name, m) for m in is_label_key(name)]
     if "/" not in name:
         if name not in _STANDARD_CONTAINER_RESOURCES and not _is_hugepages(name):
             causes.append(invalid(path, name, "must be a standard resource for containers"))
@@ -665,7 +310,7 @@ def _validate_container_resource_name(name: str, path: str) -> list[Cause]:
 
 def _validate_quantity_value(name: str, raw: Any, path: str) -> list[Cause]:
     try:
-        amount, fmt = _parse_quantity_str(_quantity_text(raw))
+        amount, fmt = parse_quantity_with_format(raw)
     except QuantityError:
         return []  # reported by decode_error as a 400 before validation runs
     causes: list[Cause] = []
@@ -746,7 +391,7 @@ def validate_tolerations(tolerations: Any, path: str) -> list[Cause]:
         key, operator = _str(toleration.get("key")), _str(toleration.get("operator"))
         value, effect = _str(toleration.get("value")), _str(toleration.get("effect"))
         if key:
-            causes.extend(invalid(at + ".key", key, m) for m in is_qualified_name(key))
+            causes.extend(invalid(at + ".key", key, m) for m in is_label_key(key))
         if not key and operator != "Exists":
             causes.append(
                 invalid(
@@ -800,7 +445,7 @@ def _validate_scheduling_gates(gates: Any, path: str) -> list[Cause]:
     seen: set[str] = set()
     for i, gate in enumerate(_list(gates)):
         name = _str(_dict(gate).get("name"))
-        causes.extend(invalid(f"{path}[{i}]", name, m) for m in is_qualified_name(name))
+        causes.extend(invalid(f"{path}[{i}]", name, m) for m in is_label_key(name))
         if name in seen:
             causes.append(duplicate(f"{path}[{i}]", name))
         seen.add(name)
@@ -1034,7 +679,7 @@ def _validate_node_taints(taints: Any) -> list[Cause]:
         taint = _dict(taint)
         at = f"spec.taints[{i}]"
         key, value, effect = _str(taint.get("key")), _str(taint.get("value")), _str(taint.get("effect"))
-        causes.extend(invalid(at + ".key", key, m) for m in is_qualified_name(key))
+        causes.extend(invalid(at + ".key", key, m) for m in is_label_key(key))
         errs = is_label_value(value)
         if errs:
             causes.append(invalid(at + ".value", value, ";".join(errs)))
@@ -1055,7 +700,7 @@ def _namespace_finalizer_causes(ns: Obj) -> list[Cause]:
     causes: list[Cause] = []
     for finalizer in _list(_dict(ns.get("spec")).get("finalizers")):
         name = _str(finalizer)
-        causes.extend(invalid("spec.finalizers", name, m) for m in is_qualified_name(name))
+        causes.extend(invalid("spec.finalizers", name, m) for m in is_label_key(name))
         if "/" not in name and name not in _STANDARD_FINALIZERS:
             causes.append(
                 invalid(
@@ -1205,7 +850,7 @@ def _legacy_event_checks(e: dict[str, Any], namespace: str) -> list[Cause]:
         controller = _str(e.get("reportingComponent"))
         if not controller:
             causes.append(required("reportingController"))
-        causes.extend(invalid("reportingController", controller, m) for m in is_qualified_name(controller))
+        causes.extend(invalid("reportingController", controller, m) for m in is_label_key(controller))
         for field in ("reportingInstance", "action", "reason"):
             value = _str(e.get(field))
             if not value:
@@ -1507,7 +1152,7 @@ def decode_error(rtype: ResourceType, obj: Obj) -> str | None:
     for quantities in _quantity_maps(rtype, obj):
         for value in quantities.values():
             try:
-                _parse_quantity_str(_quantity_text(value))
+                parse_quantity_with_format(value)
             except QuantityError as err:
                 return prefix + str(err)
     if _kind_of(rtype) == ("coordination.k8s.io", "Lease"):

@@ -1,4 +1,4 @@
-"""Validation: upstream messages for names, metadata and per-kind rules; Kubernetes quantities."""
+"""Validation: upstream messages for names, metadata and per-kind rules; Kubernetes quantities (apimachinery)."""
 
 from __future__ import annotations
 
@@ -12,21 +12,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubesched.cluster import errors
-from kubesched.cluster.resources import ResourceRegistry, ResourceType
-from kubesched.cluster.validation import (
+from kubesched.apimachinery.quantity import (
     QUANTITY_FORMAT_ERROR,
     QUANTITY_SUFFIX_ERROR,
     QuantityError,
     canonical_quantity,
-    decode_error,
     parse_quantity,
     quantity_format,
     quantity_to_int,
     quantity_to_milli,
-    validate_create,
-    validate_update,
 )
+from kubesched.cluster import errors
+from kubesched.cluster.resources import ResourceRegistry, ResourceType
+from kubesched.cluster.validation import decode_error, validate_create, validate_update
 
 REG = ResourceRegistry()
 POD = REG.get("", "v1", "pods")
