@@ -5,20 +5,20 @@ Every resource the scheduler accounts for is a column: 0 = cpu (millicores), 1 =
 order they were first seen. ``ResourceIndex`` owns that numbering; it only ever grows, so a column number stays
 valid for the life of the scheduler and a request vector built earlier is a prefix of today's layout.
 
-Quantities follow apimachinery's ``resource.Quantity``: ``Value()`` and ``MilliValue()`` round up, so
-``"1.5m"`` of cpu is 2 millicores and ``"0.5"`` bytes of memory is 1 byte.
+Quantities are ``kubesched.apimachinery.quantity``'s (upstream ``resource.Quantity``): ``Value()`` and
+``MilliValue()`` round up, so ``"1.5m"`` of cpu is 2 millicores and ``"0.5"`` bytes of memory is 1 byte.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
-from fractions import Fraction
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
+
+# parse_quantity is re-exported for the scheduler modules that import it from here (simulate).
+from kubesched.apimachinery.quantity import parse_quantity as parse_quantity
+from kubesched.apimachinery.quantity import quantity_to_int, quantity_to_milli
 
 CPU = 0
 MEMORY = 1
@@ -31,59 +31,10 @@ CORE_RESOURCES: tuple[str, ...] = ("cpu", "memory", "ephemeral-storage", "pods")
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([KMGTPE]i)|[eE]([+-]?\d+)|([numkMGTPE]))?$")
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-
-
-@lru_cache(maxsize=8192)
-def _parse_text(text: str) -> Fraction:
-    m = _QUANTITY.match(text.strip())
-    if m is None:
-        raise ValueError(f"quantities must match the regular expression '{_QUANTITY.pattern}': {text!r}")
-    number, binary, exponent, decimal = m.groups()
-    value = Fraction(number)
-    if binary:
-        return value * _BINARY[binary]
-    power = int(exponent) if exponent is not None else _DECIMAL[decimal] if decimal else 0
-    return value * Fraction(10) ** power
-
-
-def parse_quantity(value: Any) -> Fraction:
-    """A quantity (``"100m"``, ``"1Gi"``, ``"1e3"``, ``2``, ``0.5``) as an exact fraction."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a quantity: {value!r}")
-    if isinstance(value, int):
-        return Fraction(value)
-    if isinstance(value, float):
-        return Fraction(repr(value))
-    if isinstance(value, str):
-        return _parse_text(value)
-    raise ValueError(f"not a quantity: {value!r}")
-
-
-@lru_cache(maxsize=8192)
-def _value_of(value: Any) -> int:
-    return math.ceil(parse_quantity(value))
-
-
-@lru_cache(maxsize=8192)
-def _milli_value_of(value: Any) -> int:
-    return math.ceil(parse_quantity(value) * 1000)
-
-
-def quantity_value(value: Any) -> int:
-    """``Quantity.Value()``: the quantity rounded up to an integer."""
-    if isinstance(value, str | int) and not isinstance(value, bool):
-        return _value_of(value)
-    return math.ceil(parse_quantity(value))
-
-
-def quantity_milli_value(value: Any) -> int:
-    """``Quantity.MilliValue()``: a thousand times the quantity, rounded up (cpu in millicores)."""
-    if isinstance(value, str | int) and not isinstance(value, bool):
-        return _milli_value_of(value)
-    return math.ceil(parse_quantity(value) * 1000)
+# ``Quantity.Value()`` and ``Quantity.MilliValue()`` under the names the scheduler's modules use; one parser
+# (``kubesched.apimachinery.quantity``) for the API server and the scheduler, memoised for the hot path.
+quantity_value = quantity_to_int
+quantity_milli_value = quantity_to_milli
 
 
 def resource_amount(name: str, value: Any) -> int:
@@ -93,7 +44,7 @@ def resource_amount(name: str, value: Any) -> int:
     scheduler).
     """
     try:
-        return quantity_milli_value(value) if name == "cpu" else quantity_value(value)
+        return quantity_to_milli(value) if name == "cpu" else quantity_to_int(value)
     except (ValueError, ZeroDivisionError):
         return 0
 
