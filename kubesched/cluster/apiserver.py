@@ -24,7 +24,7 @@ from aiohttp import web
 from kubesched.cluster import discovery, errors, openapi, protobuf, tables
 from kubesched.cluster.api import ClusterApi
 from kubesched.cluster.resources import ResourceType
-from kubesched.cluster.store import BOOKMARK, ERROR, Stored
+from kubesched.cluster.storage.interface import BOOKMARK, ERROR, Stored
 
 log = logging.getLogger("kubesched.apiserver")
 
@@ -145,9 +145,7 @@ class ApiServer:
         self.app.on_shutdown.append(self._on_shutdown)
 
     async def _on_shutdown(self, app: web.Application) -> None:
-        for col in list(self.api.store._collections.values()):
-            for w in list(col.watchers):
-                w.close()
+        self.api.store.close_watchers()
 
     # -- entry -------------------------------------------------------------------------------------------
 
@@ -194,8 +192,10 @@ class ApiServer:
         if parts[0] == "api":
             if len(parts) == 1:
                 if discovery.wants_aggregated(accept):
-                    return _json_response(discovery.aggregated(self.api.registry, core=True),
-                                          content_type=discovery.AGGREGATED_CONTENT_TYPE)
+                    return _json_response(
+                        discovery.aggregated(self.api.registry, core=True),
+                        content_type=discovery.AGGREGATED_CONTENT_TYPE,
+                    )
                 return _json_response(discovery.api_versions())
             if len(parts) == 2:
                 body = discovery.api_resource_list(self.api.registry, "", parts[1])
@@ -206,8 +206,10 @@ class ApiServer:
         if parts[0] == "apis":
             if len(parts) == 1:
                 if discovery.wants_aggregated(accept):
-                    return _json_response(discovery.aggregated(self.api.registry, core=False),
-                                          content_type=discovery.AGGREGATED_CONTENT_TYPE)
+                    return _json_response(
+                        discovery.aggregated(self.api.registry, core=False),
+                        content_type=discovery.AGGREGATED_CONTENT_TYPE,
+                    )
                 return _json_response(discovery.api_group_list(self.api.registry))
             if len(parts) == 2:
                 body = discovery.api_group(self.api.registry, parts[1])
@@ -293,7 +295,9 @@ class ApiServer:
         conv = self.api.view_converter(rtype)
         return st.data if conv is None else orjson.dumps(conv(st.obj))
 
-    def _object_response(self, request: web.Request, rtype: ResourceType, st: Stored, status: int = 200) -> web.Response:
+    def _object_response(
+        self, request: web.Request, rtype: ResourceType, st: Stored, status: int = 200
+    ) -> web.Response:
         if tables.wants_table(request.headers.get("Accept", "")):
             obj = self.api.to_view(rtype, st.obj)
             return _json_response(tables.to_table(rtype, [obj], resource_version=str(st.rv)), status)
@@ -312,9 +316,7 @@ class ApiServer:
         if rv_match and not rv_param:
             raise errors.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
         if cont and rv_param:
-            raise errors.bad_request(
-                "specifying resource version is not allowed when using continue"
-            )
+            raise errors.bad_request("specifying resource version is not allowed when using continue")
         start_after: tuple[str, str] | None = None
         if cont:
             list_rv, start_after = _decode_continue(cont)
@@ -380,8 +382,12 @@ class ApiServer:
                 raise errors.invalid(
                     "ListOptions",
                     "",
-                    [errors.field_forbidden("resourceVersionMatch",
-                                            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")],
+                    [
+                        errors.field_forbidden(
+                            "resourceVersionMatch",
+                            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                        )
+                    ],
                 )
         elif rv_match:
             raise errors.bad_request("resourceVersionMatch is forbidden for watch")
@@ -394,8 +400,9 @@ class ApiServer:
         timeout_s = float(q.get("timeoutSeconds") or random.uniform(1800, 3600))
         # Subscribing may raise 410 Expired; as kube-apiserver does, that goes out as an ERROR event in a 200.
         try:
-            watcher, initial = self.api.store.watch(rtype.storage_key, namespace=t.namespace, predicate=pred,
-                                                    since=since)
+            watcher, initial = self.api.store.watch(
+                rtype.storage_key, namespace=t.namespace, predicate=pred, since=since
+            )
             initial_rv = self.api.store.revision  # taken with the subscription, before any await
         except errors.ApiError as e:
             if e.code != 410:
@@ -411,7 +418,9 @@ class ApiServer:
         def encode(etype: str, st: Stored) -> bytes:
             if as_table:
                 obj = self.api.to_view(rtype, st.obj)
-                tbl = tables.to_table(rtype, [obj], resource_version=str(st.rv), include_columns=first_table[0])
+                tbl = tables.to_table(
+                    rtype, [obj], resource_version=str(st.rv), include_columns=first_table[0]
+                )
                 first_table[0] = False
                 return b'{"type":"' + etype.encode() + b'","object":' + orjson.dumps(tbl) + b"}\n"
             data = st.data if conv is None else orjson.dumps(conv(st.obj))
@@ -444,21 +453,27 @@ class ApiServer:
                     err = errors.expired(watcher.expired_message)
                     await resp.write(orjson.dumps({"type": ERROR, "object": err.status()}) + b"\n")
                     break
-                if watcher.closed and not watcher.buffer:
+                if watcher.closed and not watcher.pending:
                     break
                 if got:
-                    if WATCH_BATCH_SECONDS >= 0 and not watcher.closed and len(watcher.buffer) < WATCH_BATCH_EVENTS:
+                    if (
+                        WATCH_BATCH_SECONDS >= 0
+                        and not watcher.closed
+                        and watcher.pending < WATCH_BATCH_EVENTS
+                    ):
                         # Let the writes already under way land first, then send them in one chunk.
                         await asyncio.sleep(WATCH_BATCH_SECONDS)
                     items = watcher.drain()
                     if items:
                         await resp.write(b"".join(encode(et, st) for et, st in items))
-                if bookmarks and time.monotonic() >= next_bookmark and not watcher.buffer:
+                if bookmarks and time.monotonic() >= next_bookmark and not watcher.pending:
                     await resp.write(bookmark(self.api.store.revision))
                     next_bookmark = time.monotonic() + self.bookmark_interval
             if bookmarks and not watcher.closed:
                 items = watcher.drain()
-                await resp.write(b"".join(encode(et, st) for et, st in items) + bookmark(self.api.store.revision))
+                await resp.write(
+                    b"".join(encode(et, st) for et, st in items) + bookmark(self.api.store.revision)
+                )
             await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             pass
@@ -485,7 +500,8 @@ class ApiServer:
                 return protobuf.decode_k8s_protobuf(raw)
             except protobuf.UnsupportedKindError as e:
                 raise errors.ApiError(
-                    415, "UnsupportedMediaType",
+                    415,
+                    "UnsupportedMediaType",
                     f"the body of the request was in an unknown format - {e.api_version} {e.kind} is not supported "
                     "as protobuf by this server; send application/json",
                 ) from None
@@ -495,8 +511,8 @@ class ApiServer:
             raise errors.ApiError(
                 415,
                 "UnsupportedMediaType",
-                f'the body of the request was in an unknown format - accepted media types include: '
-                f'application/json, application/yaml (got {ctype})',
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"application/json, application/yaml (got {ctype})",
             )
         try:
             return orjson.loads(raw)  # kubectl sends JSON even for apply-patch+yaml
@@ -517,8 +533,13 @@ class ApiServer:
         if t.rtype.plural == "bindings":
             ns = t.namespace or "default"
             return _json_response(self.api.bind(ns, "", body or {}), 201)
-        st = self.api.create(t.rtype, body, t.namespace, field_manager=request.query.get("fieldManager"),
-                             dry_run=self._dry_run(request))
+        st = self.api.create(
+            t.rtype,
+            body,
+            t.namespace,
+            field_manager=request.query.get("fieldManager"),
+            dry_run=self._dry_run(request),
+        )
         return self._object_response(request, t.rtype, st, 201)
 
     async def _update(self, request: web.Request, t: Target) -> web.Response:
@@ -528,9 +549,15 @@ class ApiServer:
             return _json_response(self.api.update_scale(t.rtype, t.namespace, t.name, body or {}))
         if t.subresource == "binding":
             raise errors.method_not_allowed()
-        st, created = self.api.update(t.rtype, body, t.namespace, t.name, subresource=t.subresource,
-                                      field_manager=request.query.get("fieldManager"),
-                                      dry_run=self._dry_run(request))
+        st, created = self.api.update(
+            t.rtype,
+            body,
+            t.namespace,
+            t.name,
+            subresource=t.subresource,
+            field_manager=request.query.get("fieldManager"),
+            dry_run=self._dry_run(request),
+        )
         return self._object_response(request, t.rtype, st, 201 if created else 200)
 
     async def _patch(self, request: web.Request, t: Target) -> web.Response:
@@ -579,7 +606,9 @@ class ApiServer:
         items, _ = self.api.store.list(t.rtype.storage_key, t.namespace, pred)
         for st in items:
             try:
-                self.api.delete(t.rtype, st.key[0] or None, st.key[1], options, dry_run=self._dry_run(request))
+                self.api.delete(
+                    t.rtype, st.key[0] or None, st.key[1], options, dry_run=self._dry_run(request)
+                )
             except errors.ApiError as e:
                 if e.code != 404:
                     raise
@@ -596,8 +625,15 @@ class _Runner(web.ServerRunner):
         def make_request(
             message: Any, payload: Any, protocol: Any, writer: Any, task: asyncio.Task[None]
         ) -> web.BaseRequest:
-            return web.BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
-                                   client_max_size=CLIENT_MAX_SIZE)
+            return web.BaseRequest(
+                message,
+                payload,
+                protocol,
+                writer,
+                task,
+                asyncio.get_running_loop(),
+                client_max_size=CLIENT_MAX_SIZE,
+            )
 
         low = web.Server(server.handle, request_factory=make_request, access_log=None)  # type: ignore[arg-type]
         super().__init__(low, handle_signals=False, shutdown_timeout=1.0)

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesched.cluster import errors
-from kubesched.cluster.api import ClusterApi, now_micro, now_rfc3339
+from kubesched.cluster.api import ClusterApi
+from kubesched.cluster.clock import now_micro, now_rfc3339
 from kubesched.cluster.resources import ResourceType
 
 log = logging.getLogger("kubesched.kubelet")
@@ -40,7 +41,9 @@ class NodeShape:
     ephemeral_storage: str = "100Gi"
 
 
-def node_object(index: int, name: str, shape: NodeShape, zones: int = ZONES_DEFAULT, region: str = "local") -> Obj:
+def node_object(
+    index: int, name: str, shape: NodeShape, zones: int = ZONES_DEFAULT, region: str = "local"
+) -> Obj:
     """The Node a simulated kubelet registers: capacity, labels, addresses, Ready."""
     zone = f"{region}-{chr(ord('a') + index % max(zones, 1))}" if zones <= 26 else f"{region}-{index % zones}"
     capacity = {
@@ -73,9 +76,23 @@ def node_object(index: int, name: str, shape: NodeShape, zones: int = ZONES_DEFA
             "capacity": capacity,
             "allocatable": dict(capacity),
             "conditions": [
-                _cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available", ts),
-                _cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", ts),
-                _cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available", ts),
+                _cond(
+                    "MemoryPressure",
+                    "False",
+                    "KubeletHasSufficientMemory",
+                    "kubelet has sufficient memory available",
+                    ts,
+                ),
+                _cond(
+                    "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", ts
+                ),
+                _cond(
+                    "PIDPressure",
+                    "False",
+                    "KubeletHasSufficientPID",
+                    "kubelet has sufficient PID available",
+                    ts,
+                ),
                 _cond("Ready", "True", "KubeletReady", "kubelet is posting ready status", ts),
             ],
             "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
@@ -98,8 +115,14 @@ def node_object(index: int, name: str, shape: NodeShape, zones: int = ZONES_DEFA
 
 
 def _cond(ctype: str, status: str, reason: str, message: str, ts: str) -> Obj:
-    return {"type": ctype, "status": status, "lastHeartbeatTime": ts, "lastTransitionTime": ts,
-            "reason": reason, "message": message}
+    return {
+        "type": ctype,
+        "status": status,
+        "lastHeartbeatTime": ts,
+        "lastTransitionTime": ts,
+        "reason": reason,
+        "message": message,
+    }
 
 
 def _pod_cidr(index: int) -> str:
@@ -144,7 +167,9 @@ class SimulatedKubelets:
             index = len(self._nodes)
             existing = self.api.store.get(self._nodes_t.storage_key, ("", name))
             if existing is None:
-                self.api.create(self._nodes_t, node_object(index, name, shape, zones), None, trusted=validated)
+                self.api.create(
+                    self._nodes_t, node_object(index, name, shape, zones), None, trusted=validated
+                )
             self._nodes[name] = index
             self._renew_lease(name, trusted=validated)
             validated = True
@@ -257,10 +282,15 @@ class SimulatedKubelets:
             node_st = self.api.store.get(self._nodes_t.storage_key, ("", node))
             owner = []
             if node_st is not None:
-                owner = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_st.obj["metadata"]["uid"]}]
+                owner = [
+                    {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_st.obj["metadata"]["uid"]}
+                ]
             self.api.create(
                 self._leases_t,
-                {"metadata": {"name": node, "namespace": "kube-node-lease", "ownerReferences": owner}, "spec": spec},
+                {
+                    "metadata": {"name": node, "namespace": "kube-node-lease", "ownerReferences": owner},
+                    "spec": spec,
+                },
                 "kube-node-lease",
                 trusted=trusted,
             )
@@ -305,7 +335,12 @@ class SimulatedKubelets:
             prev = conditions.get(ctype)
             if prev is not None and prev.get("status") == "True":
                 continue
-            conditions[ctype] = {"type": ctype, "status": "True", "lastProbeTime": None, "lastTransitionTime": ts}
+            conditions[ctype] = {
+                "type": ctype,
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": ts,
+            }
         status.update(
             {
                 "phase": "Running",
@@ -315,7 +350,9 @@ class SimulatedKubelets:
                 "podIP": pod_ip,
                 "podIPs": [{"ip": pod_ip}],
                 "startTime": ts,
-                "containerStatuses": [_container_status(c, ts, i) for i, c in enumerate(spec.get("containers") or [])],
+                "containerStatuses": [
+                    _container_status(c, ts, i) for i, c in enumerate(spec.get("containers") or [])
+                ],
             }
         )
         if spec.get("initContainers"):

@@ -19,7 +19,7 @@ from kubesched.cluster.api import ClusterApi
 from kubesched.cluster.apiserver import ApiServer, start_server
 from kubesched.cluster.kubelet import NodeShape, SimulatedKubelets
 from kubesched.cluster.nodemetrics import DEFAULT_USAGE_SHARE, CpuSeries, NodeMetrics, UsageModel
-from kubesched.cluster.store import DEFAULT_HISTORY_SIZE, Store
+from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE, MemoryStorage
 
 log = logging.getLogger("kubesched.cluster")
 
@@ -47,7 +47,7 @@ class ClusterOptions:
 class LocalCluster:
     def __init__(self, options: ClusterOptions) -> None:
         self.options = options
-        self.store = Store(history_size=options.watch_history)
+        self.store = MemoryStorage(history_size=options.watch_history)
         self.api = ClusterApi(self.store)
         self.kubelets = SimulatedKubelets(self.api, heartbeat_interval=options.heartbeat_interval)
         self.node_metrics: NodeMetrics | None = None

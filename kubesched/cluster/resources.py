@@ -1,4 +1,4 @@
-"""The resource types the local API server serves: names, scope, verbs, subresources and field selectors.
+"""The resource types the local API server serves: names, scope, verbs and subresources.
 
 One ``ResourceType`` per group/version/resource. Built-in types are listed here; CustomResourceDefinitions add
 theirs at run time through ``ResourceRegistry.add``. Discovery, OpenAPI, routing and storage all read this table,
@@ -7,7 +7,7 @@ so a type added here is served everywhere at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,8 @@ FieldGetter = Callable[[Obj], str]
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
-def _get(path: str, default: str = "") -> FieldGetter:
+def field_path(path: str, default: str = "") -> FieldGetter:
+    """A field-selector getter for a dotted path: the value as a string (booleans lowercase), ``default`` if absent."""
     keys = path.split(".")
 
     def getter(obj: Obj) -> str:
@@ -35,45 +36,9 @@ def _get(path: str, default: str = "") -> FieldGetter:
     return getter
 
 
-def _pod_ip(obj: Obj) -> str:
-    st = obj.get("status") or {}
-    ips = st.get("podIPs") or []
-    if ips:
-        return str(ips[0].get("ip", ""))
-    return str(st.get("podIP") or "")
-
-
-POD_FIELDS: dict[str, FieldGetter] = {
-    "spec.nodeName": _get("spec.nodeName"),
-    "spec.restartPolicy": _get("spec.restartPolicy"),
-    "spec.schedulerName": _get("spec.schedulerName"),
-    "spec.serviceAccountName": _get("spec.serviceAccountName"),
-    "spec.hostNetwork": _get("spec.hostNetwork", "false"),
-    "status.phase": _get("status.phase"),
-    "status.podIP": _pod_ip,
-    "status.nominatedNodeName": _get("status.nominatedNodeName"),
-}
-
-EVENT_FIELDS: dict[str, FieldGetter] = {
-    "involvedObject.kind": _get("involvedObject.kind"),
-    "involvedObject.namespace": _get("involvedObject.namespace"),
-    "involvedObject.name": _get("involvedObject.name"),
-    "involvedObject.uid": _get("involvedObject.uid"),
-    "involvedObject.apiVersion": _get("involvedObject.apiVersion"),
-    "involvedObject.resourceVersion": _get("involvedObject.resourceVersion"),
-    "involvedObject.fieldPath": _get("involvedObject.fieldPath"),
-    "reason": _get("reason"),
-    "reportingComponent": _get("reportingComponent"),
-    "source": _get("source.component"),
-    "type": _get("type"),
-}
-
-# events.k8s.io/v1 names the same stored fields differently (regarding.* for involvedObject.*).
-EVENTS_V1_FIELDS: dict[str, FieldGetter] = {
-    **{k.replace("involvedObject.", "regarding."): v for k, v in EVENT_FIELDS.items() if k.startswith("involved")},
-    "reason": EVENT_FIELDS["reason"],
-    "reportingController": EVENT_FIELDS["reportingComponent"],
-    "type": EVENT_FIELDS["type"],
+_METADATA_FIELDS: dict[str, FieldGetter] = {
+    "metadata.name": field_path("metadata.name"),
+    "metadata.namespace": field_path("metadata.namespace"),
 }
 
 
@@ -95,7 +60,7 @@ class ResourceType:
     allow_create_on_update: bool = False
     # PUT without metadata.resourceVersion is an unconditional overwrite (most core kinds); otherwise 422.
     allow_unconditional_update: bool = True
-    # Fields usable in fieldSelector beyond metadata.name and metadata.namespace.
+    # Fields usable in fieldSelector beyond metadata.name, metadata.namespace and the kind's own (``kinds/``).
     fields: dict[str, FieldGetter] = field(default_factory=dict, compare=False, hash=False)
     # Types sharing one storage (events in core/v1 and events.k8s.io/v1) name the same storage key.
     storage: str = ""
@@ -131,15 +96,18 @@ class ResourceType:
     def status_subresource(self) -> bool:
         return "status" in self.subresources
 
+    def _kind_fields(self) -> Mapping[str, FieldGetter]:
+        # Imported here: the kinds' modules import this one.
+        from kubesched.cluster.kinds import strategy_for
+
+        return strategy_for(self).fields
+
     def field_getter(self, name: str) -> FieldGetter | None:
-        if name == "metadata.name":
-            return _get("metadata.name")
-        if name == "metadata.namespace":
-            return _get("metadata.namespace")
-        return self.fields.get(name)
+        found = _METADATA_FIELDS.get(name) or self.fields.get(name)
+        return found if found is not None else self._kind_fields().get(name)
 
     def supported_fields(self) -> list[str]:
-        return ["metadata.name", "metadata.namespace", *self.fields]
+        return [*_METADATA_FIELDS, *self.fields, *self._kind_fields()]
 
 
 def _core(plural: str, kind: str, namespaced: bool = True, **kw: Any) -> ResourceType:
@@ -159,7 +127,6 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         short_names=("ns",),
         subresources=("status", "finalize"),
         verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
-        fields={"status.phase": _get("status.phase")},
     ),
     _core(
         "nodes",
@@ -167,7 +134,6 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         namespaced=False,
         short_names=("no",),
         subresources=("status",),
-        fields={"spec.unschedulable": _get("spec.unschedulable", "false")},
     ),
     _core(
         "pods",
@@ -175,12 +141,11 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         short_names=("po",),
         categories=("all",),
         subresources=("status", "binding"),
-        fields=POD_FIELDS,
     ),
     _core("bindings", "Binding", verbs=("create",)),
-    _core("events", "Event", short_names=("ev",), fields=EVENT_FIELDS, storage="core/events"),
+    _core("events", "Event", short_names=("ev",), storage="core/events"),
     _core("configmaps", "ConfigMap", short_names=("cm",)),
-    _core("secrets", "Secret", fields={"type": _get("type")}),
+    _core("secrets", "Secret"),
     _core("services", "Service", short_names=("svc",), categories=("all",), subresources=("status",)),
     _core("endpoints", "Endpoints", short_names=("ep",)),
     _core("serviceaccounts", "ServiceAccount", short_names=("sa",)),
@@ -192,28 +157,73 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         subresources=("status", "scale"),
         has_generation=True,
     ),
-    _core("persistentvolumes", "PersistentVolume", namespaced=False, short_names=("pv",), subresources=("status",)),
+    _core(
+        "persistentvolumes",
+        "PersistentVolume",
+        namespaced=False,
+        short_names=("pv",),
+        subresources=("status",),
+    ),
     _core("persistentvolumeclaims", "PersistentVolumeClaim", short_names=("pvc",), subresources=("status",)),
     _core("limitranges", "LimitRange", short_names=("limits",)),
     _core("resourcequotas", "ResourceQuota", short_names=("quota",), subresources=("status",)),
     _core("podtemplates", "PodTemplate"),
     # apps/v1
-    _t("apps", "v1", "deployments", "Deployment", short_names=("deploy",), categories=("all",),
-       subresources=("status", "scale"), has_generation=True),
-    _t("apps", "v1", "replicasets", "ReplicaSet", short_names=("rs",), categories=("all",),
-       subresources=("status", "scale"), has_generation=True),
-    _t("apps", "v1", "statefulsets", "StatefulSet", short_names=("sts",), categories=("all",),
-       subresources=("status", "scale"), has_generation=True),
-    _t("apps", "v1", "daemonsets", "DaemonSet", short_names=("ds",), categories=("all",),
-       subresources=("status",), has_generation=True),
+    _t(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        short_names=("deploy",),
+        categories=("all",),
+        subresources=("status", "scale"),
+        has_generation=True,
+    ),
+    _t(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        short_names=("rs",),
+        categories=("all",),
+        subresources=("status", "scale"),
+        has_generation=True,
+    ),
+    _t(
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        short_names=("sts",),
+        categories=("all",),
+        subresources=("status", "scale"),
+        has_generation=True,
+    ),
+    _t(
+        "apps",
+        "v1",
+        "daemonsets",
+        "DaemonSet",
+        short_names=("ds",),
+        categories=("all",),
+        subresources=("status",),
+        has_generation=True,
+    ),
     _t("apps", "v1", "controllerrevisions", "ControllerRevision"),
     # coordination.k8s.io/v1
     _t("coordination.k8s.io", "v1", "leases", "Lease", allow_create_on_update=True),
     # events.k8s.io/v1: a second view of core/v1 events
-    _t("events.k8s.io", "v1", "events", "Event", short_names=("ev",), fields=EVENTS_V1_FIELDS, storage="core/events"),
+    _t("events.k8s.io", "v1", "events", "Event", short_names=("ev",), storage="core/events"),
     # policy/v1
-    _t("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short_names=("pdb",),
-       subresources=("status",), has_generation=True),
+    _t(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        short_names=("pdb",),
+        subresources=("status",),
+        has_generation=True,
+    ),
     # scheduling.k8s.io/v1
     _t("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, short_names=("pc",)),
     # storage.k8s.io/v1
@@ -221,15 +231,31 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _t("storage.k8s.io", "v1", "csidrivers", "CSIDriver", namespaced=False),
     _t("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False),
     _t("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity"),
-    _t("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", namespaced=False, subresources=("status",)),
+    _t(
+        "storage.k8s.io",
+        "v1",
+        "volumeattachments",
+        "VolumeAttachment",
+        namespaced=False,
+        subresources=("status",),
+    ),
     # resource.k8s.io/v1 (dynamic resource allocation)
     _t("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False, has_generation=True),
     _t("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", subresources=("status",)),
     _t("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"),
     _t("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False),
     # apiextensions.k8s.io/v1
-    _t("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False,
-       short_names=("crd", "crds"), categories=("api-extensions",), subresources=("status",), has_generation=True),
+    _t(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        namespaced=False,
+        short_names=("crd", "crds"),
+        categories=("api-extensions",),
+        subresources=("status",),
+        has_generation=True,
+    ),
 )
 
 

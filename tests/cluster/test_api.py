@@ -9,7 +9,8 @@ import pytest
 from kubesched.cluster import errors
 from kubesched.cluster.api import ClusterApi
 from kubesched.cluster.resources import ResourceType
-from kubesched.cluster.store import ADDED, DELETED, MODIFIED, Stored, Watcher
+from kubesched.cluster.storage.interface import ADDED, DELETED, MODIFIED, Stored
+from kubesched.cluster.storage.memory import Watcher
 
 Obj = dict[str, Any]
 
@@ -26,7 +27,10 @@ def t(api: ClusterApi, plural: str, group: str = "", version: str = "v1") -> Res
 
 
 def pod(name: str, **spec: Any) -> Obj:
-    return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}], **spec}}
+    return {
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}], **spec},
+    }
 
 
 def api_error(fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -44,7 +48,7 @@ def events(w: Watcher) -> list[tuple[str, str]]:
 
 
 def exists(api: ClusterApi, rtype: ResourceType, ns: str | None, name: str) -> bool:
-    return api._get_stored(rtype, ns, name) is not None
+    return api.lookup(rtype, ns, name) is not None
 
 
 # -- create: defaults and admission --------------------------------------------------------------------------
@@ -59,22 +63,33 @@ def test_bootstrap_namespaces_have_label_finalizer_and_default_serviceaccount(ap
     assert ns["status"] == {"phase": "Active"}
     sas = {st.key for st in api.store.list(t(api, "serviceaccounts").storage_key)[0]}
     assert sas == {(n, "default") for n in [*names, "team-a"]}
-    pcs = {st.key[1]: st.obj["value"] for st in api.store.list(t(api, "priorityclasses", "scheduling.k8s.io").storage_key)[0]}
+    pcs = {
+        st.key[1]: st.obj["value"]
+        for st in api.store.list(t(api, "priorityclasses", "scheduling.k8s.io").storage_key)[0]
+    }
     assert pcs == {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
 def test_server_owned_metadata_on_create(api: ClusterApi) -> None:
-    cm = api.create(t(api, "configmaps"), {"metadata": {"name": "c", "resourceVersion": "99", "uid": "mine"}}, "default")
+    cm = api.create(
+        t(api, "configmaps"), {"metadata": {"name": "c", "resourceVersion": "99", "uid": "mine"}}, "default"
+    )
     meta = cm.obj["metadata"]
     assert meta["resourceVersion"] == str(cm.rv) != "99"
     assert meta["uid"] != "mine" and len(meta["uid"]) == 36
     assert meta["creationTimestamp"].endswith("Z")
     assert (cm.obj["apiVersion"], cm.obj["kind"]) == ("v1", "ConfigMap")
-    dep = api.create(t(api, "deployments", "apps"), {
-        "metadata": {"name": "d"},
-        "spec": {"selector": {"matchLabels": {"a": "b"}},
-                 "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod("x")["spec"]}},
-    }, "default")
+    dep = api.create(
+        t(api, "deployments", "apps"),
+        {
+            "metadata": {"name": "d"},
+            "spec": {
+                "selector": {"matchLabels": {"a": "b"}},
+                "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod("x")["spec"]},
+            },
+        },
+        "default",
+    )
     assert dep.obj["metadata"]["generation"] == 1
     assert dep.obj["spec"]["replicas"] == 1
 
@@ -98,8 +113,18 @@ def test_pod_defaults(api: ClusterApi) -> None:
     assert c["imagePullPolicy"] == "IfNotPresent"
     assert c["terminationMessagePath"] == "/dev/termination-log"
     assert p["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
-    latest = api.create(t(api, "pods"), {"metadata": {"name": "l"}, "spec": {"containers": [
-        {"name": "c", "image": "nginx", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}, "default").obj
+    latest = api.create(
+        t(api, "pods"),
+        {
+            "metadata": {"name": "l"},
+            "spec": {
+                "containers": [
+                    {"name": "c", "image": "nginx", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
+                ]
+            },
+        },
+        "default",
+    ).obj
     assert latest["spec"]["containers"][0]["imagePullPolicy"] == "Always"
     assert latest["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
     assert latest["status"]["qosClass"] == "Guaranteed"
@@ -128,7 +153,11 @@ def test_missing_priority_class_is_forbidden(api: ClusterApi) -> None:
 
 def test_create_in_missing_namespace_is_404(api: ClusterApi) -> None:
     status = api_error(api.create, t(api, "configmaps"), {"metadata": {"name": "c"}}, "nowhere")
-    assert (status["code"], status["reason"], status["message"]) == (404, "NotFound", 'namespaces "nowhere" not found')
+    assert (status["code"], status["reason"], status["message"]) == (
+        404,
+        "NotFound",
+        'namespaces "nowhere" not found',
+    )
 
 
 def test_create_in_terminating_namespace_is_403(api: ClusterApi) -> None:
@@ -145,7 +174,11 @@ def test_create_in_terminating_namespace_is_403(api: ClusterApi) -> None:
         'configmaps "c" is forbidden: unable to create new content in namespace x because it is being terminated'
     )
     assert status["details"]["causes"] == [
-        {"reason": "NamespaceTerminating", "message": "namespace x is being terminated", "field": "metadata.namespace"}
+        {
+            "reason": "NamespaceTerminating",
+            "message": "namespace x is being terminated",
+            "field": "metadata.namespace",
+        }
     ]
 
 
@@ -166,7 +199,11 @@ def test_generate_name(api: ClusterApi) -> None:
 def test_create_existing_is_409_already_exists(api: ClusterApi) -> None:
     api.create(t(api, "configmaps"), {"metadata": {"name": "sc"}}, "default")
     status = api_error(api.create, t(api, "configmaps"), {"metadata": {"name": "sc"}}, "default")
-    assert (status["code"], status["reason"], status["message"]) == (409, "AlreadyExists", 'configmaps "sc" already exists')
+    assert (status["code"], status["reason"], status["message"]) == (
+        409,
+        "AlreadyExists",
+        'configmaps "sc" already exists',
+    )
 
 
 # -- update -------------------------------------------------------------------------------------------------
@@ -202,8 +239,15 @@ def test_noop_put_keeps_revision_and_sends_no_event(api: ClusterApi) -> None:
 def test_put_cannot_change_server_owned_metadata(api: ClusterApi) -> None:
     cms = t(api, "configmaps")
     st = api.create(cms, {"metadata": {"name": "c"}}, "default")
-    body = {**st.obj, "metadata": {**st.obj["metadata"], "uid": "forged", "creationTimestamp": "2000-01-01T00:00:00Z",
-                                   "labels": {"a": "b"}}}
+    body = {
+        **st.obj,
+        "metadata": {
+            **st.obj["metadata"],
+            "uid": "forged",
+            "creationTimestamp": "2000-01-01T00:00:00Z",
+            "labels": {"a": "b"},
+        },
+    }
     new, _ = api.update(cms, body, "default", "c")
     assert new.obj["metadata"]["uid"] == st.obj["metadata"]["uid"]
     assert new.obj["metadata"]["creationTimestamp"] == st.obj["metadata"]["creationTimestamp"]
@@ -233,7 +277,9 @@ def test_finalizers_hold_deletion_until_the_last_goes(api: ClusterApi) -> None:
         'is being deleted, found new finalizers []string{"b.io/new"}'
     )
     # Removing one keeps it; removing the last deletes it.
-    one, _ = api.update(cms, {**st.obj, "metadata": {**st.obj["metadata"], "finalizers": ["a.io/two"]}}, "default", "f")
+    one, _ = api.update(
+        cms, {**st.obj, "metadata": {**st.obj["metadata"], "finalizers": ["a.io/two"]}}, "default", "f"
+    )
     assert exists(api, cms, "default", "f")
     api.update(cms, {**one.obj, "metadata": {**one.obj["metadata"], "finalizers": []}}, "default", "f")
     assert not exists(api, cms, "default", "f")
@@ -247,7 +293,7 @@ def test_delete_preconditions(api: ClusterApi) -> None:
     assert status["code"] == 409
     assert status["message"] == (
         f'Operation cannot be fulfilled on ConfigMap "c": the UID in the precondition (other) does not match the '
-        f'UID in record ({st.obj["metadata"]["uid"]}). The object might have been deleted and then recreated'
+        f"UID in record ({st.obj['metadata']['uid']}). The object might have been deleted and then recreated"
     )
     status = api_error(api.delete, cms, "default", "c", {"preconditions": {"resourceVersion": "1"}})
     assert status["message"] == (
@@ -329,8 +375,12 @@ def test_binding_conflicts(api: ClusterApi) -> None:
         f'Operation cannot be fulfilled on pods "p": {storage}AdditionalErrorMsg: Precondition failed: '
         f"ResourceVersion in precondition: 1, ResourceVersion in object meta: {p.rv}"
     )
-    api.bind("default", "p", {"metadata": {"uid": uid, "resourceVersion": str(p.rv)}, "target": {"name": "n5"}},
-             url_name="p")
+    api.bind(
+        "default",
+        "p",
+        {"metadata": {"uid": uid, "resourceVersion": str(p.rv)}, "target": {"name": "n5"}},
+        url_name="p",
+    )
     assert conflict("p", {"target": {"name": "n6"}}) == (
         'Operation cannot be fulfilled on pods/binding "p": pod p is already assigned to node "n5"'
     )
@@ -339,9 +389,15 @@ def test_binding_conflicts(api: ClusterApi) -> None:
         'Operation cannot be fulfilled on pods/binding "g": pod g has non-empty .spec.schedulingGates'
     )
     api.create(pods, pod("d", finalizers=None), "default")
-    api.update(pods, {**api.get(pods, "default", "d").obj,
-                      "metadata": {**api.get(pods, "default", "d").obj["metadata"], "finalizers": ["x.io/hold"]}},
-               "default", "d")
+    api.update(
+        pods,
+        {
+            **api.get(pods, "default", "d").obj,
+            "metadata": {**api.get(pods, "default", "d").obj["metadata"], "finalizers": ["x.io/hold"]},
+        },
+        "default",
+        "d",
+    )
     api.delete(pods, "default", "d")
     assert conflict("d", {"target": {"name": "n1"}}) == (
         'Operation cannot be fulfilled on pods/binding "d": pod d is being deleted, cannot be assigned to a host'
@@ -356,17 +412,21 @@ def test_binding_conflicts(api: ClusterApi) -> None:
 def test_events_k8s_io_and_core_share_one_storage(api: ClusterApi) -> None:
     ev_new, ev_core = t(api, "events", "events.k8s.io"), t(api, "events")
     regarding = {"kind": "Pod", "namespace": "default", "name": "p", "uid": "u1", "apiVersion": "v1"}
-    api.create(ev_new, {
-        "metadata": {"name": "p.1"},
-        "eventTime": "2026-12-02T10:00:00.000000Z",
-        "reportingController": "default-scheduler",
-        "reportingInstance": "default-scheduler-host",
-        "action": "Binding",
-        "reason": "Scheduled",
-        "type": "Normal",
-        "note": "Successfully assigned default/p to t2",
-        "regarding": regarding,
-    }, "default")
+    api.create(
+        ev_new,
+        {
+            "metadata": {"name": "p.1"},
+            "eventTime": "2026-12-02T10:00:00.000000Z",
+            "reportingController": "default-scheduler",
+            "reportingInstance": "default-scheduler-host",
+            "action": "Binding",
+            "reason": "Scheduled",
+            "type": "Normal",
+            "note": "Successfully assigned default/p to t2",
+            "regarding": regarding,
+        },
+        "default",
+    )
     core = api.get(ev_core, "default", "p.1").obj
     assert (core["apiVersion"], core["kind"]) == ("v1", "Event")
     assert core["message"] == "Successfully assigned default/p to t2"
@@ -375,17 +435,21 @@ def test_events_k8s_io_and_core_share_one_storage(api: ClusterApi) -> None:
     assert core["reportingInstance"] == "default-scheduler-host"
     assert "note" not in core and "regarding" not in core
 
-    api.create(ev_core, {
-        "metadata": {"name": "p.2"},
-        "involvedObject": regarding,
-        "reason": "Pulled",
-        "message": "Container image pulled",
-        "source": {"component": "kubelet", "host": "n1"},
-        "firstTimestamp": "2026-12-02T10:00:00Z",
-        "lastTimestamp": "2026-12-02T10:01:00Z",
-        "count": 2,
-        "type": "Normal",
-    }, "default")
+    api.create(
+        ev_core,
+        {
+            "metadata": {"name": "p.2"},
+            "involvedObject": regarding,
+            "reason": "Pulled",
+            "message": "Container image pulled",
+            "source": {"component": "kubelet", "host": "n1"},
+            "firstTimestamp": "2026-12-02T10:00:00Z",
+            "lastTimestamp": "2026-12-02T10:01:00Z",
+            "count": 2,
+            "type": "Normal",
+        },
+        "default",
+    )
     view = api.to_view(ev_new, api.get(ev_new, "default", "p.2").obj)
     assert view["apiVersion"] == "events.k8s.io/v1"
     assert view["note"] == "Container image pulled"
@@ -402,8 +466,11 @@ def test_events_k8s_io_and_core_share_one_storage(api: ClusterApi) -> None:
 
 def test_events_field_selector_uses_each_views_names(api: ClusterApi) -> None:
     ev_new, ev_core = t(api, "events", "events.k8s.io"), t(api, "events")
-    api.create(ev_core, {"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "X"},
-               "default")
+    api.create(
+        ev_core,
+        {"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "X"},
+        "default",
+    )
     st = api.get(ev_core, "default", "e")
     core_pred = api.predicate(ev_core, None, "involvedObject.name=p")
     new_pred = api.predicate(ev_new, None, "regarding.name=p")
@@ -421,11 +488,17 @@ def widget_crd(subresources: Obj | None = None) -> Obj:
             "group": "example.com",
             "scope": "Namespaced",
             "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
-            "versions": [{
-                "name": "v1", "served": True, "storage": True,
-                "subresources": subresources if subresources is not None else {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-            }],
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": subresources if subresources is not None else {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
         },
     }
 
@@ -435,12 +508,16 @@ def test_crd_lifecycle_with_status_subresource(api: ClusterApi) -> None:
     assert api.registry.get("example.com", "v1", "widgets") is None
     crd = api.create(crds, widget_crd(), None).obj
     assert crd["status"]["acceptedNames"]["listKind"] == "WidgetList"
-    assert {c["type"]: c["status"] for c in crd["status"]["conditions"]} == {"NamesAccepted": "True",
-                                                                              "Established": "True"}
+    assert {c["type"]: c["status"] for c in crd["status"]["conditions"]} == {
+        "NamesAccepted": "True",
+        "Established": "True",
+    }
     widgets = t(api, "widgets", "example.com")
     assert widgets.namespaced and widgets.status_subresource and not widgets.builtin
 
-    w = api.create(widgets, {"metadata": {"name": "w"}, "spec": {"size": 1}, "status": {"ready": True}}, "default")
+    w = api.create(
+        widgets, {"metadata": {"name": "w"}, "spec": {"size": 1}, "status": {"ready": True}}, "default"
+    )
     assert "status" not in w.obj  # status is ignored on create
     assert w.obj["metadata"]["generation"] == 1
     # Main-resource writes ignore status; a spec change bumps generation.
@@ -448,12 +525,19 @@ def test_crd_lifecycle_with_status_subresource(api: ClusterApi) -> None:
     assert "status" not in w2.obj
     assert w2.obj["metadata"]["generation"] == 2
     # Status writes ignore spec and leave generation alone.
-    w3, _ = api.update(widgets, {**w2.obj, "spec": {"size": 9}, "status": {"ready": True}}, "default", "w",
-                       subresource="status")
+    w3, _ = api.update(
+        widgets,
+        {**w2.obj, "spec": {"size": 9}, "status": {"ready": True}},
+        "default",
+        "w",
+        subresource="status",
+    )
     assert w3.obj["spec"] == {"size": 2} and w3.obj["status"] == {"ready": True}
     assert w3.obj["metadata"]["generation"] == 2
     # Metadata-only changes leave generation alone.
-    w4, _ = api.update(widgets, {**w3.obj, "metadata": {**w3.obj["metadata"], "labels": {"a": "b"}}}, "default", "w")
+    w4, _ = api.update(
+        widgets, {**w3.obj, "metadata": {**w3.obj["metadata"], "labels": {"a": "b"}}}, "default", "w"
+    )
     assert w4.obj["metadata"]["generation"] == 2 and w4.obj["status"] == {"ready": True}
     # Custom resources need a resourceVersion on update.
     body = {**w4.obj, "metadata": {k: v for k, v in w4.obj["metadata"].items() if k != "resourceVersion"}}
@@ -473,7 +557,9 @@ def test_crd_lifecycle_with_status_subresource(api: ClusterApi) -> None:
 def test_cr_without_status_subresource_counts_status_in_generation(api: ClusterApi) -> None:
     api.create(t(api, "customresourcedefinitions", "apiextensions.k8s.io"), widget_crd(subresources={}), None)
     widgets = t(api, "widgets", "example.com")
-    w = api.create(widgets, {"metadata": {"name": "w"}, "spec": {"size": 1}, "status": {"ready": False}}, "default")
+    w = api.create(
+        widgets, {"metadata": {"name": "w"}, "spec": {"size": 1}, "status": {"ready": False}}, "default"
+    )
     assert w.obj["status"] == {"ready": False}
     w2, _ = api.update(widgets, {**w.obj, "status": {"ready": True}}, "default", "w")
     assert w2.obj["status"] == {"ready": True}
@@ -484,16 +570,25 @@ def test_cr_without_status_subresource_counts_status_in_generation(api: ClusterA
 
 
 def owner_ref(owner: Stored, block: bool = False) -> list[Obj]:
-    ref = {"apiVersion": owner.obj["apiVersion"], "kind": owner.obj["kind"], "name": owner.obj["metadata"]["name"],
-           "uid": owner.obj["metadata"]["uid"]}
+    ref = {
+        "apiVersion": owner.obj["apiVersion"],
+        "kind": owner.obj["kind"],
+        "name": owner.obj["metadata"]["name"],
+        "uid": owner.obj["metadata"]["uid"],
+    }
     if block:
         ref["blockOwnerDeletion"] = True
     return [ref]
 
 
 def replicaset(name: str) -> Obj:
-    return {"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": name}}, "template": {
-        "metadata": {"labels": {"app": name}}, "spec": pod("x")["spec"]}}}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod("x")["spec"]},
+        },
+    }
 
 
 def test_background_garbage_collection(api: ClusterApi) -> None:
@@ -501,9 +596,14 @@ def test_background_garbage_collection(api: ClusterApi) -> None:
     rs = api.create(rss, replicaset("r"), "default")
     other = api.create(cms, {"metadata": {"name": "other-owner"}}, "default")
     api.create(pods, {**pod("p1"), "metadata": {"name": "p1", "ownerReferences": owner_ref(rs)}}, "default")
-    api.create(pods, {**pod("p2", nodeName="n1"), "metadata": {"name": "p2", "ownerReferences": owner_ref(rs)}},
-               "default")
-    api.create(cms, {"metadata": {"name": "shared", "ownerReferences": owner_ref(rs) + owner_ref(other)}}, "default")
+    api.create(
+        pods,
+        {**pod("p2", nodeName="n1"), "metadata": {"name": "p2", "ownerReferences": owner_ref(rs)}},
+        "default",
+    )
+    api.create(
+        cms, {"metadata": {"name": "shared", "ownerReferences": owner_ref(rs) + owner_ref(other)}}, "default"
+    )
     api.create(pods, pod("unrelated"), "default")
     _, removed = api.delete(rss, "default", "r")
     assert removed
@@ -517,7 +617,9 @@ def test_background_garbage_collection(api: ClusterApi) -> None:
 
 def test_owner_held_by_a_finalizer_collects_dependents_when_it_finally_goes(api: ClusterApi) -> None:
     rss, pods = t(api, "replicasets", "apps"), t(api, "pods")
-    rs = api.create(rss, {**replicaset("r"), "metadata": {"name": "r", "finalizers": ["x.io/hold"]}}, "default")
+    rs = api.create(
+        rss, {**replicaset("r"), "metadata": {"name": "r", "finalizers": ["x.io/hold"]}}, "default"
+    )
     api.create(pods, {**pod("p"), "metadata": {"name": "p", "ownerReferences": owner_ref(rs)}}, "default")
     st, _ = api.delete(rss, "default", "r")
     assert exists(api, pods, "default", "p")
@@ -538,8 +640,11 @@ def test_orphan_deletion_keeps_dependents(api: ClusterApi) -> None:
 def test_foreground_deletion_waits_for_blocking_dependents(api: ClusterApi) -> None:
     rss, pods = t(api, "replicasets", "apps"), t(api, "pods")
     rs = api.create(rss, replicaset("r"), "default")
-    api.create(pods, {**pod("p", nodeName="n1"), "metadata": {"name": "p", "ownerReferences": owner_ref(rs, True)}},
-               "default")
+    api.create(
+        pods,
+        {**pod("p", nodeName="n1"), "metadata": {"name": "p", "ownerReferences": owner_ref(rs, True)}},
+        "default",
+    )
     st, removed = api.delete(rss, "default", "r", {"propagationPolicy": "Foreground"})
     assert not removed
     assert st.obj["metadata"]["finalizers"] == ["foregroundDeletion"]

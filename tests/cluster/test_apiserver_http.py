@@ -15,7 +15,7 @@ import pytest
 
 from kubesched.cluster import apiserver, certs
 from kubesched.cluster.local import ClusterOptions, LocalCluster
-from kubesched.cluster.store import CONTINUE_EXPIRED, LIST_EXPIRED
+from kubesched.cluster.storage.interface import CONTINUE_EXPIRED, LIST_EXPIRED
 
 Obj = dict[str, Any]
 CMS = "/api/v1/namespaces/pg/configmaps"
@@ -53,7 +53,9 @@ class Client:
     async def request(self, method: str, path: str, body: Any = None, **params: Any) -> tuple[int, Obj]:
         data = orjson.dumps(body) if body is not None else None
         headers = {"Content-Type": "application/json"}
-        async with self.session.request(method, path, data=data, params=params or None, headers=headers) as resp:
+        async with self.session.request(
+            method, path, data=data, params=params or None, headers=headers
+        ) as resp:
             return resp.status, orjson.loads(await resp.read())
 
     async def get(self, path: str, **params: Any) -> tuple[int, Obj]:
@@ -69,8 +71,9 @@ class Client:
         assert status == 200, out
         return out
 
-    async def watch(self, path: str, *, limit_s: float = 5.0, stop_after: int | None = None,
-                    **params: Any) -> tuple[int, list[bytes]]:
+    async def watch(
+        self, path: str, *, limit_s: float = 5.0, stop_after: int | None = None, **params: Any
+    ) -> tuple[int, list[bytes]]:
         """Read a watch stream line by line until it ends, ``stop_after`` lines, or ``limit_s`` seconds."""
         lines: list[bytes] = []
         async with self.session.get(path, params={"watch": "true", **params}) as resp:
@@ -93,7 +96,9 @@ def names(body: Obj) -> list[str]:
 
 async def make_configmaps(http: Client, count: int) -> None:
     for i in range(count):
-        await http.post(CMS, {"metadata": {"name": f"cm-{i:02d}", "labels": {"i": str(i)}}, "data": {"v": "0"}})
+        await http.post(
+            CMS, {"metadata": {"name": f"cm-{i:02d}", "labels": {"i": str(i)}}, "data": {"v": "0"}}
+        )
 
 
 # -- lists --------------------------------------------------------------------------------------------------
@@ -149,8 +154,9 @@ async def test_continue_token_expires_with_compaction(tmp_path: Path) -> None:
             status, err = await http.get(CMS, limit="2", **{"continue": first["metadata"]["continue"]})
             assert status == 410
             assert (err["reason"], err["message"]) == ("Expired", CONTINUE_EXPIRED)
-            status, err = await http.get(CMS, resourceVersion=first["metadata"]["resourceVersion"],
-                                         resourceVersionMatch="Exact")
+            status, err = await http.get(
+                CMS, resourceVersion=first["metadata"]["resourceVersion"], resourceVersionMatch="Exact"
+            )
             assert (status, err["message"]) == (410, LIST_EXPIRED)
             # Watching from there is an ERROR event in a 200 stream.
             status, lines = await http.watch(CMS, resourceVersion=first["metadata"]["resourceVersion"])
@@ -159,7 +165,8 @@ async def test_continue_token_expires_with_compaction(tmp_path: Path) -> None:
             assert event["type"] == "ERROR"
             assert event["object"]["code"] == 410
             assert event["object"]["message"].startswith(
-                f"too old resource version: {first['metadata']['resourceVersion']} (")
+                f"too old resource version: {first['metadata']['resourceVersion']} ("
+            )
     finally:
         await cluster.stop()
 
@@ -191,8 +198,9 @@ async def test_resource_version_zero_and_exact(http: Client) -> None:
     assert status == 400 and err["reason"] == "BadRequest"
 
 
-async def test_too_large_resource_version_times_out(http: Client, cluster: LocalCluster,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_too_large_resource_version_times_out(
+    http: Client, cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(apiserver, "TOO_LARGE_RV_WAIT", 0.3)
     future = cluster.store.revision + 100
     for params in ({"resourceVersion": str(future)}, {"resourceVersion": str(future), "watch": "true"}):
@@ -202,10 +210,16 @@ async def test_too_large_resource_version_times_out(http: Client, cluster: Local
         current = cluster.store.revision
         assert status == 504
         assert body == {
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": f"Too large resource version: {future}, current: {current}", "reason": "Timeout",
-            "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
-                        "retryAfterSeconds": 1},
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": f"Too large resource version: {future}, current: {current}",
+            "reason": "Timeout",
+            "details": {
+                "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                "retryAfterSeconds": 1,
+            },
             "code": 504,
         }
     # A revision reached while waiting is served.
@@ -230,16 +244,27 @@ async def test_watch_list_sends_initial_events_then_bookmark(http: Client, clust
         await http.post(CMS, {"metadata": {"name": "live"}})
 
     task = asyncio.create_task(write_later())
-    status, lines = await http.watch(CMS, stop_after=5, sendInitialEvents="true",
-                                     resourceVersionMatch="NotOlderThan", allowWatchBookmarks="true")
+    status, lines = await http.watch(
+        CMS,
+        stop_after=5,
+        sendInitialEvents="true",
+        resourceVersionMatch="NotOlderThan",
+        allowWatchBookmarks="true",
+    )
     await task
     assert status == 200
     events = [orjson.loads(line) for line in lines]
     assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
-        ("ADDED", "cm-00"), ("ADDED", "cm-01"), ("ADDED", "cm-02"), ("BOOKMARK", None), ("ADDED", "live")]
+        ("ADDED", "cm-00"),
+        ("ADDED", "cm-01"),
+        ("ADDED", "cm-02"),
+        ("BOOKMARK", None),
+        ("ADDED", "live"),
+    ]
     assert lines[3] == (
         b'{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"'
-        + str(rev).encode() + b'","annotations":{"k8s.io/initial-events-end":"true"}}}}'
+        + str(rev).encode()
+        + b'","annotations":{"k8s.io/initial-events-end":"true"}}}}'
     )
     assert int(events[4]["object"]["metadata"]["resourceVersion"]) > rev
 
@@ -258,8 +283,9 @@ async def test_watch_modes(http: Client, cluster: LocalCluster) -> None:
         assert [orjson.loads(x)["type"] for x in lines] == ["ADDED", "ADDED"]
     # sendInitialEvents=false: changes from now only, whether the resourceVersion is unset or "0".
     for rv in ({}, {"resourceVersion": "0"}):
-        _, lines = await http.watch(CMS, sendInitialEvents="false", resourceVersionMatch="NotOlderThan",
-                                    limit_s=0.15, **rv)
+        _, lines = await http.watch(
+            CMS, sendInitialEvents="false", resourceVersionMatch="NotOlderThan", limit_s=0.15, **rv
+        )
         assert lines == []
     # sendInitialEvents needs resourceVersionMatch=NotOlderThan.
     status, body = await http.get(CMS, watch="true", sendInitialEvents="true")
@@ -275,8 +301,11 @@ async def test_timeout_seconds_ends_the_stream_with_a_bookmark(http: Client, clu
     assert 0.9 <= elapsed < 3
     events = [orjson.loads(x) for x in lines]
     assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
-    assert events[-1]["object"] == {"kind": "ConfigMap", "apiVersion": "v1",
-                                    "metadata": {"resourceVersion": str(cluster.store.revision)}}
+    assert events[-1]["object"] == {
+        "kind": "ConfigMap",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": str(cluster.store.revision)},
+    }
 
 
 async def test_pod_phase_field_selector(http: Client) -> None:
@@ -303,18 +332,32 @@ async def test_pod_phase_field_selector(http: Client) -> None:
     await task
     events = [orjson.loads(x) for x in lines]
     # The pod that stops matching leaves the watch as DELETED, carrying its last matching state.
-    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "running"),
-                                                                              ("DELETED", "running")]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "running"),
+        ("DELETED", "running"),
+    ]
     assert events[1]["object"]["status"]["phase"] == "Pending"
 
 
 async def test_request_errors(http: Client) -> None:
     status, body = await http.get("/api/v1/pods", fieldSelector="spec.foo=bar")
-    assert (status, body["reason"], body["message"]) == (400, "BadRequest", "field label not supported: spec.foo")
-    for path in ("/api/v1/widgets", "/apis/nope.example.com/v1/things", "/nothing/here", "/api/v1/namespaces/pg/nodes"):
+    assert (status, body["reason"], body["message"]) == (
+        400,
+        "BadRequest",
+        "field label not supported: spec.foo",
+    )
+    for path in (
+        "/api/v1/widgets",
+        "/apis/nope.example.com/v1/things",
+        "/nothing/here",
+        "/api/v1/namespaces/pg/nodes",
+    ):
         status, body = await http.get(path)
-        assert (status, body["reason"], body["message"]) == (404, "NotFound",
-                                                            "the server could not find the requested resource")
+        assert (status, body["reason"], body["message"]) == (
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     status, body = await http.get(f"{CMS}/missing")
     assert (status, body["message"]) == (404, 'configmaps "missing" not found')
     status, body = await http.request("POST", CMS, {"metadata": {"name": "Bad_Name"}})
@@ -343,9 +386,17 @@ async def test_version_and_crd_discovery(http: Client) -> None:
             "group": "example.com",
             "scope": "Namespaced",
             "names": {"plural": "widgets", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                          "schema": {"openAPIV3Schema": {"type": "object",
-                                                         "x-kubernetes-preserve-unknown-fields": True}}}],
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
         },
     }
     status, _ = await http.get("/apis/example.com/v1")
@@ -359,7 +410,9 @@ async def test_version_and_crd_discovery(http: Client) -> None:
     assert any(r["name"] == "widgets/status" for r in resources["resources"])
     _, groups = await http.get("/apis")
     assert "example.com" in [g["name"] for g in groups["groups"]]
-    await http.post("/apis/example.com/v1/namespaces/pg/widgets", {"metadata": {"name": "w"}, "spec": {"n": 1}})
+    await http.post(
+        "/apis/example.com/v1/namespaces/pg/widgets", {"metadata": {"name": "w"}, "spec": {"n": 1}}
+    )
     status, listed = await http.get("/apis/example.com/v1/namespaces/pg/widgets")
     assert status == 200 and listed["kind"] == "WidgetList" and names(listed) == ["w"]
 
@@ -373,29 +426,42 @@ async def test_https_authentication(tmp_path: Path) -> None:
         pki = certs.generate_pki(tmp_path / "pki", [])  # the files the cluster wrote: same CA, same token
         assert cluster.server is not None and pki.token == cluster.server.token
         anonymous = pki.client_ssl_context(with_client_cert=False)
-        async with aiohttp.ClientSession(cluster.url, connector=aiohttp.TCPConnector(ssl=anonymous)) as session:
+        async with aiohttp.ClientSession(
+            cluster.url, connector=aiohttp.TCPConnector(ssl=anonymous)
+        ) as session:
             async with session.get("/api/v1/namespaces") as resp:
                 assert resp.status == 403
                 body = orjson.loads(await resp.read())
             assert body["reason"] == "Forbidden"
-            assert body["message"] == ('namespaces is forbidden: User "system:anonymous" cannot list resource '
-                                       '"namespaces" in API group "" at the cluster scope')
+            assert body["message"] == (
+                'namespaces is forbidden: User "system:anonymous" cannot list resource '
+                '"namespaces" in API group "" at the cluster scope'
+            )
             async with session.get("/api/v1/namespaces/default/pods/p") as resp:
                 body = orjson.loads(await resp.read())
-            assert body["message"] == ('pods "p" is forbidden: User "system:anonymous" cannot get resource "pods" '
-                                       'in API group "" in the namespace "default"')
+            assert body["message"] == (
+                'pods "p" is forbidden: User "system:anonymous" cannot get resource "pods" '
+                'in API group "" in the namespace "default"'
+            )
             async with session.get("/apis") as resp:
                 body = orjson.loads(await resp.read())
-            assert (resp.status, body["message"]) == (403, 'forbidden: User "system:anonymous" cannot get path "/apis"')
+            assert (resp.status, body["message"]) == (
+                403,
+                'forbidden: User "system:anonymous" cannot get path "/apis"',
+            )
             async with session.get("/version") as resp:
                 assert resp.status == 200  # public, as system:public-info-viewer allows
-            async with session.get("/api/v1/namespaces", headers={"Authorization": f"Bearer {pki.token}"}) as resp:
+            async with session.get(
+                "/api/v1/namespaces", headers={"Authorization": f"Bearer {pki.token}"}
+            ) as resp:
                 assert resp.status == 200
             async with session.get("/api/v1/namespaces", headers={"Authorization": "Bearer wrong"}) as resp:
                 assert resp.status == 401
                 assert orjson.loads(await resp.read())["reason"] == "Unauthorized"
         with_cert = pki.client_ssl_context()
-        async with aiohttp.ClientSession(cluster.url, connector=aiohttp.TCPConnector(ssl=with_cert)) as session:
+        async with aiohttp.ClientSession(
+            cluster.url, connector=aiohttp.TCPConnector(ssl=with_cert)
+        ) as session:
             async with session.get("/api/v1/namespaces") as resp:
                 assert resp.status == 200
         plain = ssl.create_default_context()  # does not trust our CA

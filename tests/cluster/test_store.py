@@ -11,17 +11,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubesched.cluster import errors, store
-from kubesched.cluster.store import (
+from kubesched.cluster import errors
+from kubesched.cluster.storage import memory
+from kubesched.cluster.storage.interface import (
     ADDED,
     CONTINUE_EXPIRED,
     DELETED,
     LIST_EXPIRED,
     MODIFIED,
-    Store,
     Stored,
-    Watcher,
 )
+from kubesched.cluster.storage.memory import MemoryStorage as Store
+from kubesched.cluster.storage.memory import Watcher
 
 PODS = "core/pods"
 NODES = "core/nodes"
@@ -73,7 +74,9 @@ class Model:
                 state[w.key] = (w.rv, w.new)
         return state
 
-    def events_after(self, col: str, rv: int, pred: Any = None, ns: str | None = None) -> list[tuple[str, int, Key]]:
+    def events_after(
+        self, col: str, rv: int, pred: Any = None, ns: str | None = None
+    ) -> list[tuple[str, int, Key]]:
         """What a watcher with (namespace, predicate) sees after ``rv``: selector transitions included."""
 
         def match(o: Obj | None, key: Key) -> bool:
@@ -128,7 +131,9 @@ def apply_ops(s: Store, model: Model, ops: list[tuple[str, str, str, str]]) -> N
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(op_strategy, min_size=1, max_size=40), history_size=st.integers(min_value=1, max_value=15))
+@given(
+    ops=st.lists(op_strategy, min_size=1, max_size=40), history_size=st.integers(min_value=1, max_value=15)
+)
 def test_history_matches_model(ops: list[tuple[str, str, str, str]], history_size: int) -> None:
     s = Store(history_size=history_size)
     model = Model(history_size)
@@ -154,7 +159,9 @@ def test_history_matches_model(ops: list[tuple[str, str, str, str]], history_siz
         compacted = model.compacted(col)
         assert s.collection(col).compacted == compacted
         assert [(e, rv, k) for e, rv, k, _ in seen(live[col].drain())] == model.events_after(col, 0)
-        assert [(e, rv, k) for e, rv, k, _ in seen(red_a[col].drain())] == model.events_after(col, 0, is_red, "a")
+        assert [(e, rv, k) for e, rv, k, _ in seen(red_a[col].drain())] == model.events_after(
+            col, 0, is_red, "a"
+        )
 
         for n in range(1, s.revision + 1):
             if n < compacted:
@@ -311,7 +318,7 @@ def test_list_at_a_revision_after_the_newest_is_the_current_state() -> None:
 
 
 def test_slow_watcher_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store, "WATCHER_BUFFER_LIMIT", 3)
+    monkeypatch.setattr(memory, "WATCHER_BUFFER_LIMIT", 3)
     s = Store()
     slow, _ = s.watch(PODS, namespace=None, predicate=None, since=None)
     fast, _ = s.watch(PODS, namespace=None, predicate=None, since=None)
@@ -379,7 +386,7 @@ def test_watcher_offer_after_close_is_ignored() -> None:
     w = Watcher(s.collection(PODS), None, None)
     w.close()
     st1 = s.create(PODS, obj("a", "x"))
-    w.offer(store.Event(ADDED, st1.rv, st1, None))
+    w.offer(memory.Event(ADDED, st1.rv, st1, None))
     assert not w.buffer
 
 

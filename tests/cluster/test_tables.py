@@ -7,15 +7,10 @@ from typing import Any
 
 import pytest
 
+from kubesched.cluster.kinds.pods import pod_status_reason
+from kubesched.cluster.kinds.printing import human_duration, selector_string
 from kubesched.cluster.resources import ResourceRegistry, ResourceType
-from kubesched.cluster.tables import (
-    human_duration,
-    jsonpath_get,
-    pod_status_reason,
-    selector_string,
-    to_table,
-    wants_table,
-)
+from kubesched.cluster.tables import jsonpath_get, to_table, wants_table
 
 REG = ResourceRegistry()
 NOW = dt.datetime(2024, 3, 1, 12, 0, 0, tzinfo=dt.UTC)

@@ -1,0 +1,62 @@
+"""Per-kind behaviour of the served types: one strategy per (group, resource), as upstream's registry has one
+``strategy.go`` per kind. Kinds not listed get ``DEFAULT`` (built-in) or ``CUSTOM_RESOURCE`` (from a CRD).
+
+Where each kind's behaviour lives:
+
+- ``pods.py`` defaults, priority admission, graceful deletion, field selectors, printer; ``bindings.py`` the
+  binding subresource
+- ``nodes.py``, ``namespaces.py`` (with the namespace lifecycle), ``services.py``, ``events.py`` (two views),
+  ``leases.py``, ``configmaps.py`` (and Secrets), ``workloads.py`` (apps/v1, ReplicationControllers),
+  ``priorityclasses.py``, ``customresourcedefinitions.py``, ``customresources.py``
+- ``strategy.py`` the hooks and the plain kind's behaviour; ``printing.py`` helpers of the table printers
+"""
+
+from __future__ import annotations
+
+from kubesched.cluster.kinds import (
+    configmaps,
+    customresourcedefinitions,
+    customresources,
+    events,
+    leases,
+    namespaces,
+    nodes,
+    pods,
+    priorityclasses,
+    services,
+    workloads,
+)
+from kubesched.cluster.kinds.strategy import DEFAULT, Strategy
+from kubesched.cluster.resources import ResourceType
+
+CUSTOM_RESOURCE: Strategy = customresources.STRATEGY
+
+STRATEGIES: dict[tuple[str, str], Strategy] = {
+    ("", "pods"): pods.STRATEGY,
+    ("", "nodes"): nodes.STRATEGY,
+    ("", "namespaces"): namespaces.STRATEGY,
+    ("", "services"): services.STRATEGY,
+    ("", "events"): events.CORE,
+    ("events.k8s.io", "events"): events.V1,
+    ("", "configmaps"): configmaps.CONFIGMAP,
+    ("", "secrets"): configmaps.SECRET,
+    ("", "serviceaccounts"): workloads.OWNER,
+    ("", "replicationcontrollers"): workloads.OWNER,
+    ("apps", "deployments"): workloads.DEPLOYMENT,
+    ("apps", "replicasets"): workloads.REPLICASET,
+    ("apps", "statefulsets"): workloads.STATEFULSET,
+    ("apps", "daemonsets"): workloads.OWNER,
+    ("coordination.k8s.io", "leases"): leases.STRATEGY,
+    ("scheduling.k8s.io", "priorityclasses"): priorityclasses.STRATEGY,
+    ("apiextensions.k8s.io", "customresourcedefinitions"): customresourcedefinitions.STRATEGY,
+}
+
+
+def strategy_for(rtype: ResourceType) -> Strategy:
+    """The behaviour of ``rtype``'s kind (a dict lookup: called once or more per request)."""
+    if rtype.crd is not None:
+        return CUSTOM_RESOURCE
+    return STRATEGIES.get((rtype.group, rtype.plural), DEFAULT)
+
+
+__all__ = ["CUSTOM_RESOURCE", "DEFAULT", "STRATEGIES", "Strategy", "strategy_for"]

@@ -1,0 +1,111 @@
+"""Workload controllers' objects (apps/v1 and ReplicationController): replicas default, ownership of their pods,
+Deployment and ReplicaSet printers."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from kubesched.cluster.kinds.printing import (
+    AGE_COLUMN,
+    NAME_COLUMN,
+    Column,
+    Printer,
+    as_dict,
+    as_list,
+    col,
+    created,
+    name_of,
+    selector_string,
+)
+from kubesched.cluster.kinds.strategy import Strategy
+from kubesched.cluster.resources import Obj, ResourceType
+
+if TYPE_CHECKING:
+    from kubesched.cluster.api import ClusterApi
+
+DEPLOYMENT_COLUMNS: list[Column] = [
+    NAME_COLUMN,
+    col("Ready", "Ready replicas out of desired."),
+    col("Up-to-date", "Replicas running the latest template."),
+    col("Available", "Replicas available to serve."),
+    AGE_COLUMN,
+    col("Containers", "Container names in the template.", priority=1),
+    col("Images", "Container images in the template.", priority=1),
+    col("Selector", "The label selector for the pods.", priority=1),
+]
+REPLICASET_COLUMNS: list[Column] = [
+    NAME_COLUMN,
+    col("Desired", "Desired replicas.", type="integer"),
+    col("Current", "Replicas that exist.", type="integer"),
+    col("Ready", "Ready replicas.", type="integer"),
+    AGE_COLUMN,
+    col("Containers", "Container names in the template.", priority=1),
+    col("Images", "Container images in the template.", priority=1),
+    col("Selector", "The label selector for the pods.", priority=1),
+]
+
+
+def _template_containers(obj: Obj) -> tuple[str, str]:
+    containers = [
+        as_dict(c)
+        for c in as_list(
+            as_dict(as_dict(as_dict(obj.get("spec")).get("template")).get("spec")).get("containers")
+        )
+    ]
+    return ",".join(str(c.get("name") or "") for c in containers), ",".join(
+        str(c.get("image") or "") for c in containers
+    )
+
+
+def deployment_row(obj: Obj, now: dt.datetime) -> list[Any]:
+    spec, status = as_dict(obj.get("spec")), as_dict(obj.get("status"))
+    desired = spec.get("replicas", 1)
+    names, images = _template_containers(obj)
+    return [
+        name_of(obj),
+        f"{int(status.get('readyReplicas') or 0)}/{int(desired if desired is not None else 1)}",
+        int(status.get("updatedReplicas") or 0),
+        int(status.get("availableReplicas") or 0),
+        created(obj, now),
+        names,
+        images,
+        selector_string(spec.get("selector")),
+    ]
+
+
+def replicaset_row(obj: Obj, now: dt.datetime) -> list[Any]:
+    spec, status = as_dict(obj.get("spec")), as_dict(obj.get("status"))
+    desired = spec.get("replicas", 1)
+    names, images = _template_containers(obj)
+    return [
+        name_of(obj),
+        int(desired if desired is not None else 1),
+        int(status.get("replicas") or 0),
+        int(status.get("readyReplicas") or 0),
+        created(obj, now),
+        names,
+        images,
+        selector_string(spec.get("selector")),
+    ]
+
+
+class ReplicatedStrategy(Strategy):
+    """Deployments, ReplicaSets, StatefulSets: spec.replicas defaults to 1."""
+
+    owns_dependents = True
+
+    def __init__(self, columns: list[Column] | None = None, printer: Printer | None = None) -> None:
+        super().__init__(columns=columns, printer=printer)
+
+    def prepare_for_create(self, api: ClusterApi, rtype: ResourceType, obj: Obj) -> None:
+        spec = dict(obj.get("spec") or {})
+        spec.setdefault("replicas", 1)
+        obj["spec"] = spec
+
+
+DEPLOYMENT = ReplicatedStrategy(DEPLOYMENT_COLUMNS, deployment_row)
+REPLICASET = ReplicatedStrategy(REPLICASET_COLUMNS, replicaset_row)
+STATEFULSET = ReplicatedStrategy()
+# DaemonSets and ReplicationControllers own pods but have no defaults of their own here.
+OWNER = Strategy(owns_dependents=True)
