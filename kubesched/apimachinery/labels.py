@@ -92,6 +92,9 @@ _NUMERIC_OPS = frozenset({Op.GREATER_THAN, Op.LESS_THAN})
 EQUALITY_OPS = frozenset({Op.IN, Op.EQUALS, Op.DOUBLE_EQUALS})
 INEQUALITY_OPS = frozenset({Op.NOT_IN, Op.NOT_EQUALS})
 
+# Module constants: looking a member up on the enum class costs several times a comparison on the hot path.
+_EXISTS, _DOES_NOT_EXIST, _GREATER_THAN = Op.EXISTS, Op.DOES_NOT_EXIST, Op.GREATER_THAN
+
 _INT64 = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -194,16 +197,16 @@ class Requirement:
         if op in INEQUALITY_OPS:
             value = labels.get(self.key)
             return value is None or value not in self.values
-        if op == Op.EXISTS:
+        if op == _EXISTS:
             return self.key in labels
-        if op == Op.DOES_NOT_EXIST:
+        if op == _DOES_NOT_EXIST:
             return self.key not in labels
         # Gt / Lt: the label must be an integer too
         value = labels.get(self.key)
         n = parse_int64(value) if value is not None else None
         if n is None:
             return False
-        return n > self.number if op == Op.GREATER_THAN else n < self.number
+        return n > self.number if op == _GREATER_THAN else n < self.number
 
     def __str__(self) -> str:
         op = self.op

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 import orjson
 
+from kubesched.apimachinery import labels as _labels
+from kubesched.apimachinery.labels import EQUALITY_OPS, INEQUALITY_OPS, Op, SelectorError, parse_int64
 from kubesched.scheduler.framework.interface import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -71,40 +73,6 @@ def arg(args: Mapping[str, Any], camel: str, default: Any = None) -> Any:
         return args[camel]
     snake = re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
     return args.get(snake, default)
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Label keys and values, validated as ``labels.NewRequirement`` does (an invalid requirement is a parse error).
-
-_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_INT_RE = re.compile(r"^[+-]?[0-9]+$")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
-class SelectorError(ValueError):
-    """A selector that upstream's parser rejects."""
-
-
-def _check_key(key: str) -> None:
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix)):
-        raise SelectorError(f"invalid label key {key!r}: bad prefix")
-    if not name or len(name) > 63 or not _NAME_RE.match(name):
-        raise SelectorError(f"invalid label key {key!r}")
-
-
-def _check_value(value: str) -> None:
-    if not isinstance(value, str) or len(value) > 63 or (value and not _NAME_RE.match(value)):
-        raise SelectorError(f"invalid label value {value!r}")
-
-
-def parse_int64(text: str) -> int | None:
-    """Go's ``strconv.ParseInt(text, 10, 64)``: digits with an optional sign, nothing else."""
-    if not _INT_RE.match(text):
-        return None
-    n = int(text)
-    return n if _INT64_MIN <= n <= _INT64_MAX else None
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -221,143 +189,79 @@ def cached_mask(nodes: NodeTable, key: Any, build: Any) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Requirements and label selectors.
+# Requirements and label selectors: ``kubesched.apimachinery.labels``' own (validation, matching; this module
+# re-exports its ``SelectorError`` and ``parse_int64`` for the other placement plugins), plus the vectorised mask
+# over the node table and the canonical keys and anchors the scheduler's indexes use.
 
-_OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+_EXISTS, _DOES_NOT_EXIST, _GREATER_THAN = Op.EXISTS, Op.DOES_NOT_EXIST, Op.GREATER_THAN
 
 
-@dataclass(frozen=True, slots=True)
-class Requirement:
-    """One label requirement (``labels.Requirement``): key, operator and values."""
+class Requirement(_labels.Requirement):
+    """One label requirement (``labels.Requirement``): key, operator, values; ``node_mask`` over all slots."""
 
-    key: str
-    op: str
-    values: frozenset[str]
-    number: int = 0  # the bound for Gt/Lt
-
-    @staticmethod
-    def make(key: str, op: str, values: Sequence[str] | None) -> Requirement:
-        vals = list(values or ())
-        _check_key(key)
-        if op not in _OPS:
-            raise SelectorError(f"{op!r} is not a valid label selector operator")
-        number = 0
-        if op in ("In", "NotIn") and not vals:
-            raise SelectorError(f"values must be non-empty for operator {op}")
-        if op in ("Exists", "DoesNotExist") and vals:
-            raise SelectorError(f"values must be empty for operator {op}")
-        if op in ("Gt", "Lt"):
-            if len(vals) != 1:
-                raise SelectorError(f"exactly one value is required for operator {op}")
-            parsed = parse_int64(vals[0])
-            if parsed is None:
-                raise SelectorError(f"value {vals[0]!r} for operator {op} must be an integer")
-            number = parsed
-        for v in vals:
-            _check_value(v)
-        return Requirement(key, op, frozenset(vals), number)
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        op = self.op
-        if op == "In":
-            return labels.get(self.key) in self.values
-        if op == "NotIn":
-            return self.key not in labels or labels[self.key] not in self.values
-        if op == "Exists":
-            return self.key in labels
-        if op == "DoesNotExist":
-            return self.key not in labels
-        value = labels.get(self.key)
-        n = parse_int64(value) if value is not None else None
-        if n is None:
-            return False
-        return n > self.number if op == "Gt" else n < self.number
+    __slots__ = ()
 
     def node_mask(self, nodes: NodeTable) -> np.ndarray:
         """Which slots' labels satisfy this requirement (vectorised over the column codes)."""
         lc = label_codes(nodes, self.key)
         op = self.op
-        if op == "Exists":
+        if op == _EXISTS:
             return lc.codes >= 0
-        if op == "DoesNotExist":
+        if op == _DOES_NOT_EXIST:
             return lc.codes < 0
-        if op in ("In", "NotIn"):
+        if op in EQUALITY_OPS or op in INEQUALITY_OPS:
             table = lc.table()
             table[lc.code_set(self.values)] = True
             hit = table[lc.codes]
-            return hit if op == "In" else ~hit
+            return hit if op in EQUALITY_OPS else ~hit
         ints, ok = lc.int_values()
-        cmp = ints > self.number if op == "Gt" else ints < self.number
+        cmp = ints > self.number if op == _GREATER_THAN else ints < self.number
         return (cmp & ok)[lc.codes]
 
 
-class LabelSelector:
-    """A parsed ``metav1.LabelSelector``: AND of requirements.
+def _canonical_requirement(r: _labels.Requirement) -> tuple[Any, ...]:
+    # "=", "==" and "In" select alike, as do "!=" and "NotIn": one spelling so equal selectors share one key.
+    op = r.op
+    meaning = "In" if op in EQUALITY_OPS else "NotIn" if op in INEQUALITY_OPS else str(op)
+    return (r.key, meaning, tuple(sorted(r.values)), r.number)
 
-    ``LabelSelectorAsSelector`` semantics: ``None`` selects nothing, ``{}`` selects everything.
+
+class LabelSelector(_labels.LabelSelector):
+    """A parsed ``metav1.LabelSelector``: AND of requirements, with a canonical ``key``.
+
+    ``LabelSelectorAsSelector`` semantics: ``parse(None)`` selects nothing, ``parse({})`` selects everything.
+    Compared by identity, as plugins keep selectors in identity-keyed indexes and compare ``key`` for equality.
     """
 
-    __slots__ = ("_reqs", "key", "nothing")
+    __slots__ = ("key",)
 
-    def __init__(self, reqs: Iterable[Requirement] = (), *, nothing: bool = False) -> None:
-        # Sorted so equal selectors share one canonical key (used to share counters between pods).
-        self._reqs = tuple(sorted(set(reqs), key=lambda r: (r.key, r.op, sorted(r.values), r.number)))
-        self.nothing = nothing
-        self.key: tuple[Any, ...] = (
-            ("nothing",)
-            if nothing
-            else tuple((r.key, r.op, tuple(sorted(r.values)), r.number) for r in self._reqs)
-        )
+    def __init__(self, reqs: Iterable[_labels.Requirement] = (), *, nothing: bool = False) -> None:
+        # Duplicates dropped and sorted so equal selectors share one canonical key (used to share counters).
+        unique: dict[tuple[Any, ...], _labels.Requirement] = {}
+        for r in reqs:
+            unique.setdefault(_canonical_requirement(r), r)
+        ordered = sorted(unique.items(), key=lambda item: item[0])
+        super().__init__((r for _, r in ordered), nothing=nothing)
+        self.key: tuple[Any, ...] = ("nothing",) if nothing else tuple(k for k, _ in ordered)
 
-    @staticmethod
-    def parse(sel: Mapping[str, Any] | None) -> LabelSelector:
-        if sel is None:
-            return LabelSelector(nothing=True)
-        reqs = [Requirement.make(k, "In", [v]) for k, v in (sel.get("matchLabels") or {}).items()]
-        for expr in sel.get("matchExpressions") or ():
-            op = expr.get("operator", "")
-            if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-                raise SelectorError(f"{op!r} is not a valid label selector operator")
-            reqs.append(Requirement.make(expr.get("key", ""), op, expr.get("values")))
-        return LabelSelector(reqs)
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
 
-    @staticmethod
-    def from_set(labels: Mapping[str, str]) -> LabelSelector:
-        """``labels.SelectorFromSet`` (no validation, as upstream's pre-validated form)."""
-        return LabelSelector(Requirement(k, "In", frozenset((v,))) for k, v in labels.items())
-
-    @property
-    def requirements(self) -> tuple[Requirement, ...]:
-        return self._reqs
-
-    @property
-    def empty(self) -> bool:
-        """Selects everything (``labels.Everything``)."""
-        return not self.nothing and not self._reqs
-
-    def with_requirements(self, extra: Iterable[Requirement]) -> LabelSelector:
+    def with_requirements(self, extra: Iterable[_labels.Requirement]) -> LabelSelector:
         if self.nothing:
             return self
-        return LabelSelector((*self._reqs, *extra))
+        return LabelSelector((*self.requirements, *extra))
 
     def anchor(self) -> tuple[str, frozenset[str]] | None:
         """A ``key in values`` every matching label set satisfies (the narrowest), or None if there is none.
 
         Indexes use it to find the few selectors a pod can match from the pod's own labels.
         """
-        ins = [r for r in self._reqs if r.op == "In"]
+        ins = [r for r in self.requirements if r.op in EQUALITY_OPS]
         if self.nothing or not ins:
             return None
         best = min(ins, key=lambda r: len(r.values))
-        return best.key, best.values
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.nothing:
-            return False
-        for r in self._reqs:
-            if not r.matches(labels):
-                return False
-        return True
+        return best.key, frozenset(best.values)
 
     def __repr__(self) -> str:
         return f"LabelSelector{self.key!r}"
@@ -444,9 +348,7 @@ class NodeSelectorTerm:
         fields: list[FieldRequirement] = []
         try:
             for expr in term.get("matchExpressions") or ():
-                labels.append(
-                    Requirement.make(expr.get("key", ""), expr.get("operator", ""), expr.get("values"))
-                )
+                labels.append(Requirement.from_node_selector(expr))
             for expr in term.get("matchFields") or ():
                 op, values = expr.get("operator", ""), list(expr.get("values") or ())
                 if op not in ("In", "NotIn"):
