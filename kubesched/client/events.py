@@ -21,11 +21,11 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import aiohttp
 
+from kubesched.apimachinery.timefmt import format_micro_time_ns
 from kubesched.client.rest import ApiError
 
 log = logging.getLogger(__name__)
@@ -86,18 +86,6 @@ def truncate_note(note: str, limit: int = NOTE_LIMIT_BYTES) -> str:
     if len(encoded) <= limit:
         return note
     return encoded[: limit - 3].decode("utf-8", "ignore") + "..."
-
-
-_last_second: list[Any] = [None, ""]  # the last whole second formatted, as strftime is slow for every event
-
-
-def _micro_time(ns: int) -> str:
-    # Integer maths: Go truncates to microseconds, and a float of ~1.8e18 ns would round instead.
-    seconds, rest = divmod(ns, 1_000_000_000)
-    if _last_second[0] != seconds:
-        _last_second[1] = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        _last_second[0] = seconds
-    return f"{_last_second[1]}.{rest // 1000:06d}Z"
 
 
 @dataclass
@@ -171,7 +159,7 @@ class EventRecorder:
             cached.last_observed_ns = now
             series = cached.event.get("series")
             count = series["count"] + 1 if series else 2
-            cached.event["series"] = {"count": count, "lastObservedTime": _micro_time(now)}
+            cached.event["series"] = {"count": count, "lastObservedTime": format_micro_time_ns(now)}
             if series is None:
                 self._enqueue(dict(cached.event))
             else:
@@ -200,7 +188,7 @@ class EventRecorder:
                 "name": f"{ref.get('name', '')}.{now:x}",
                 "namespace": ref.get("namespace") or "default",
             },
-            "eventTime": _micro_time(now),
+            "eventTime": format_micro_time_ns(now),
             "reportingController": self.reporting_controller,
             "reportingInstance": self.reporting_instance,
             "action": action,
