@@ -86,9 +86,6 @@ class ClusterApi:
         for fn in self.observers:
             fn(rtype, etype, new, old)
 
-    def strategy(self, rtype: ResourceType) -> Strategy:
-        return strategy_for(rtype)
-
     def lookup(self, rtype: ResourceType, namespace: str | None, name: str) -> Stored | None:
         """The stored object, None if there is none (``get`` raises 404 instead)."""
         return self.store.get(rtype.storage_key, (namespace or "", name) if rtype.namespaced else ("", name))
