@@ -60,7 +60,7 @@ class Strategy:
         if columns is not None:
             self.columns = columns
         if printer is not None:
-            self.print_row = printer  # type: ignore[method-assign]
+            self.print_row = printer  # type: ignore[method-assign,assignment]
         if owns_dependents is not None:
             self.owns_dependents = owns_dependents
 

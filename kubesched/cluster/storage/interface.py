@@ -20,6 +20,7 @@ The contract, as etcd3 storage and kube-apiserver's watch cache give it:
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -132,7 +133,7 @@ class Storage(Protocol):
 
     def list(
         self, resource: str, namespace: str | None = None, predicate: Predicate | None = None
-    ) -> tuple[list[Stored], int]:
+    ) -> tuple[builtins.list[Stored], int]:
         """Current objects (of ``namespace`` if given, matching ``predicate`` if given) sorted by key, and the
         revision the list is consistent at."""
         ...
@@ -145,12 +146,12 @@ class Storage(Protocol):
         predicate: Predicate | None = None,
         *,
         continuing: bool = False,
-    ) -> list[Stored]:
+    ) -> builtins.list[Stored]:
         """The collection as it was at revision ``rv``, sorted by key. 410 Expired (``LIST_EXPIRED``, or
         ``CONTINUE_EXPIRED`` with ``continuing``) once ``rv`` has been compacted."""
         ...
 
-    def scan(self, resource: str, namespace: str | None = None) -> list[Stored]:
+    def scan(self, resource: str, namespace: str | None = None) -> builtins.list[Stored]:
         """Current objects in no particular order: for internal sweeps (garbage collection, namespace deletion)
         that need neither a revision nor sorting."""
         ...
@@ -183,7 +184,7 @@ class Storage(Protocol):
 
     def watch(
         self, resource: str, *, namespace: str | None, predicate: Predicate | None, since: int | None
-    ) -> tuple[Watch, list[tuple[str, Stored]]]:
+    ) -> tuple[Watch, builtins.list[tuple[str, Stored]]]:
         """Subscribe; returns the watch and the events to send first.
 
         ``since=None``: one ADDED per current matching object. Otherwise the changes after revision ``since``

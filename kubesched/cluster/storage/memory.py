@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -232,7 +233,7 @@ class MemoryStorage:
         self.revision = 1  # etcd starts at 1; the first write gets 2
         self.history_size = history_size
         self._collections: dict[str, Collection] = {}
-        self._revision_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._revision_waiters: builtins.list[tuple[int, asyncio.Future[None]]] = []
 
     def collection(self, storage_key: str) -> Collection:
         col = self._collections.get(storage_key)
@@ -253,7 +254,7 @@ class MemoryStorage:
 
     def list(
         self, storage_key: str, namespace: str | None = None, predicate: Predicate | None = None
-    ) -> tuple[list[Stored], int]:
+    ) -> tuple[builtins.list[Stored], int]:
         """Current objects sorted by key (as etcd returns them) and the revision the list was taken at."""
         col = self.collection(storage_key)
         items = [st for st in col.iter_objects(namespace) if predicate is None or predicate(st.obj)]
@@ -268,7 +269,7 @@ class MemoryStorage:
         predicate: Predicate | None = None,
         *,
         continuing: bool = False,
-    ) -> list[Stored]:
+    ) -> builtins.list[Stored]:
         """The collection as it was at revision ``rv``, rebuilt by undoing newer history.
 
         410 Expired once history no longer reaches back to ``rv``, worded as upstream words it for an exact list
@@ -291,7 +292,7 @@ class MemoryStorage:
         items.sort(key=lambda st: st.key)
         return items
 
-    def scan(self, storage_key: str, namespace: str | None = None) -> list[Stored]:
+    def scan(self, storage_key: str, namespace: str | None = None) -> builtins.list[Stored]:
         """Current objects in insertion order, unsorted (a snapshot: callers delete while they walk it)."""
         col = self._collections.get(storage_key)
         return [] if col is None else list(col.iter_objects(namespace))
@@ -357,7 +358,7 @@ class MemoryStorage:
         namespace: str | None,
         predicate: Predicate | None,
         since: int | None,
-    ) -> tuple[Watcher, list[tuple[str, Stored]]]:
+    ) -> tuple[Watcher, builtins.list[tuple[str, Stored]]]:
         """Subscribe and return the events to send first.
 
         ``since=None`` means "current state, then changes": one ADDED per matching object. Otherwise the events
