@@ -11,18 +11,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Self
 
 from kubesched.apimachinery import labels as _labels
-from kubesched.apimachinery.labels import FieldRequirement, Op, SelectorError, escape_field_value
+from kubesched.apimachinery.labels import FieldRequirement as FieldRequirement
+from kubesched.apimachinery.labels import Op, SelectorError
+from kubesched.apimachinery.labels import escape_field_value as escape_field_value
 from kubesched.cluster import errors
-
-__all__ = [
-    "FieldRequirement",
-    "FieldSelector",
-    "LabelSelector",
-    "Op",
-    "Requirement",
-    "SelectorError",
-    "escape_field_value",
-]
 
 
 class Requirement(_labels.Requirement):
