@@ -11,7 +11,7 @@ from pathlib import Path
 from kubesched.cluster.kubelet import NodeShape
 from kubesched.cluster.local import ClusterOptions, LocalCluster, run_forever
 from kubesched.cluster.nodemetrics import CPU_SERIES_CHOICES, DEFAULT_USAGE_SHARE
-from kubesched.cluster.store import DEFAULT_HISTORY_SIZE
+from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
