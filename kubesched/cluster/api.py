@@ -12,14 +12,15 @@ semantics.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from kubesched.apimachinery.timefmt import format_rfc3339, now_micro, now_rfc3339
 from kubesched.cluster import errors, patch
-from kubesched.cluster.clock import now_micro, now_rfc3339, rfc3339_in
 from kubesched.cluster.kinds import Strategy, bindings, namespaces, strategy_for
 from kubesched.cluster.kinds.customresources import dig
 from kubesched.cluster.resources import ResourceRegistry, ResourceType
@@ -564,7 +565,7 @@ class ClusterApi:
                     return old, False
             new = dict(old.obj)
             nmeta = dict(meta)
-            nmeta["deletionTimestamp"] = rfc3339_in(grace)
+            nmeta["deletionTimestamp"] = format_rfc3339(time.time() + grace)
             nmeta["deletionGracePeriodSeconds"] = grace
             nmeta["finalizers"] = finalizers
             if not finalizers:

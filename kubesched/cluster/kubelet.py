@@ -19,9 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kubesched.apimachinery.timefmt import now_micro, now_rfc3339
 from kubesched.cluster import errors
 from kubesched.cluster.api import ClusterApi
-from kubesched.cluster.clock import now_micro, now_rfc3339
 from kubesched.cluster.resources import ResourceType
 
 log = logging.getLogger("kubesched.kubelet")

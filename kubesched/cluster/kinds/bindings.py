@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesched.apimachinery.timefmt import now_rfc3339
 from kubesched.cluster import errors
-from kubesched.cluster.clock import now_rfc3339
 from kubesched.cluster.resources import Obj
 from kubesched.cluster.storage.interface import Stored
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kubesched.apimachinery.timefmt import now_rfc3339
 from kubesched.cluster import errors, validation
-from kubesched.cluster.clock import now_rfc3339
 from kubesched.cluster.kinds.printing import AGE_COLUMN, NAME_COLUMN, Column, as_dict, col, created, name_of
 from kubesched.cluster.kinds.strategy import Cause, Strategy
 from kubesched.cluster.resources import FieldGetter, Obj, ResourceType, field_path
