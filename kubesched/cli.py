@@ -19,6 +19,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("kubesched.bench.cli", "run scheduler_perf-style benchmarks"),
     "annotator": ("kubesched.loadaware.cli", "write node load annotations from Prometheus (crane-scheduler-controller's job)"),
 }
+# Subcommands that build schedulers: their ``run(args, catalogue)`` gets the application's plugin catalogue,
+# assembled here, at the edge, once (``kubesched.catalogue``).
+WITH_CATALOGUE = frozenset({"scheduler", "simulate", "bench"})
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -52,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_unavailable", None):
         print(f"kubesched {args.command}: not available in this build ({args._unavailable})", file=sys.stderr)
         return 2
+    if args.command in WITH_CATALOGUE:
+        from kubesched.catalogue import full_catalogue
+
+        return int(args._run(args, full_catalogue()) or 0)
     return int(args._run(args) or 0)
 
 

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from kubesched.bench.workloads import WORKLOADS, Workload, get_workload
+from kubesched.scheduler.framework.catalogue import Catalogue
 
 CHILD_GRACE = 60.0  # seconds a worker may take beyond --timeout before it is killed
 PROGRESS_INTERVAL = 0.1
@@ -100,19 +101,19 @@ def _profile_path(template: str | None, workload: Workload) -> str | None:
     return template.replace("{workload}", workload.name) if template else None
 
 
-def run_one(workload: Workload, args: argparse.Namespace, progress: Any) -> dict[str, Any]:
+def run_one(workload: Workload, args: argparse.Namespace, catalogue: Catalogue, progress: Any) -> dict[str, Any]:
     """One workload in the chosen mode, in this process."""
     if args.mode == "e2e":
         from kubesched.bench.e2e import E2eOptions, run_e2e
 
-        return run_e2e(workload, E2eOptions(timeout=args.timeout, create=args.create), progress)
+        return run_e2e(workload, E2eOptions(timeout=args.timeout, create=args.create), catalogue, progress)
     from kubesched.bench.inprocess import RunOptions, run_inprocess
 
     options = RunOptions(seed=args.seed, timeout=args.timeout, profile_path=_profile_path(args.profile, workload))
-    return run_inprocess(workload, options, progress)
+    return run_inprocess(workload, options, catalogue, progress)
 
 
-def _child_main(workload: Workload, options: Any, verbosity: int, out: Any) -> None:
+def _child_main(workload: Workload, options: Any, catalogue: Catalogue, verbosity: int, out: Any) -> None:
     """Entry point of an isolated in-process run: progress and the result go back through ``out``."""
     from kubesched.bench.inprocess import run_inprocess
 
@@ -126,20 +127,23 @@ def _child_main(workload: Workload, options: Any, verbosity: int, out: Any) -> N
             out.put(("progress", phase, done, total))
 
     try:
-        result = run_inprocess(workload, options, progress)
+        result = run_inprocess(workload, options, catalogue, progress)
     except BaseException as e:  # report it; the parent turns it into a failed result
         out.put(("error", f"{type(e).__name__}: {e}"))
         raise
     out.put(("result", result))
 
 
-def run_isolated(workload: Workload, args: argparse.Namespace, progress: Any) -> dict[str, Any]:
+def run_isolated(
+    workload: Workload, args: argparse.Namespace, catalogue: Catalogue, progress: Any
+) -> dict[str, Any]:
     from kubesched.bench.inprocess import RunOptions, _base_result
 
     options = RunOptions(seed=args.seed, timeout=args.timeout, profile_path=_profile_path(args.profile, workload))
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    proc = ctx.Process(target=_child_main, args=(workload, options, args.verbosity, out), daemon=True)
+    # The catalogue is pickled into the child (definitions are module-level objects, so this is by reference).
+    proc = ctx.Process(target=_child_main, args=(workload, options, catalogue, args.verbosity, out), daemon=True)
     proc.start()
     deadline = time.monotonic() + 2 * args.timeout + CHILD_GRACE
     result: dict[str, Any] | None = None
@@ -276,12 +280,12 @@ def print_scale(results: list[dict[str, Any]]) -> None:
     Console().print(table)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
     _setup_logging(args.verbosity)
     if args.load_aware_comparison:
         from kubesched.bench import loadcompare
 
-        return loadcompare.run(args)
+        return loadcompare.run(args, catalogue)
     if args.list:
         for w in WORKLOADS.values():
             print(f"{w.name:28} {w.nodes:>6} nodes {w.init_pods:>6} initial {w.measured_pods:>6} measured  "
@@ -304,9 +308,9 @@ def run(args: argparse.Namespace) -> int:
         for w in workloads:
             bar.start(w)
             if args.mode == "inprocess" and not args.no_isolate:
-                result = run_isolated(w, args, bar.update)
+                result = run_isolated(w, args, catalogue, bar.update)
             else:
-                result = run_one(w, args, bar.update)
+                result = run_one(w, args, catalogue, bar.update)
             bar.finish()
             if cpu_us_per_pod(result) is not None:
                 result["cpuMicrosecondsPerPod"] = cpu_us_per_pod(result)

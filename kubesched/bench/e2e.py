@@ -37,9 +37,10 @@ from typing import Any
 from kubesched.bench.check import PlacementChecker, pod_key
 from kubesched.bench.inprocess import Progress, _base_result
 from kubesched.bench.measure import peak_rss, summarize
-from kubesched.bench.profiles import WorkloadSkipped, config_document, required_plugin
+from kubesched.bench.profiles import WorkloadSkipped, config_document, require_plugin
 from kubesched.bench.workloads import CHURN_INTERVAL, Workload, load_annotations
 from kubesched.cluster.process import start_cluster_process
+from kubesched.scheduler.framework.catalogue import Catalogue
 
 Obj = dict[str, Any]
 log = logging.getLogger("kubesched.bench")
@@ -160,15 +161,18 @@ async def _create_all(create: Callable[[Obj], Awaitable[Any]], objects: list[Obj
     await asyncio.gather(*(one(o) for o in objects))
 
 
-def run_e2e(workload: Workload, options: E2eOptions, progress: Progress | None = None) -> dict[str, Any]:
-    return asyncio.run(_run(workload, options, progress or (lambda phase, done, total: None)))
+def run_e2e(
+    workload: Workload, options: E2eOptions, catalogue: Catalogue, progress: Progress | None = None
+) -> dict[str, Any]:
+    """``catalogue``: the plugins of this build; the ``kubesched scheduler`` process loads the same."""
+    return asyncio.run(_run(workload, options, catalogue, progress or (lambda phase, done, total: None)))
 
 
-async def _run(workload: Workload, options: E2eOptions, progress: Progress) -> dict[str, Any]:
+async def _run(workload: Workload, options: E2eOptions, catalogue: Catalogue, progress: Progress) -> dict[str, Any]:
     result = _base_result(workload, "e2e")
     result["create"] = options.create
     try:
-        required_plugin(workload)
+        require_plugin(workload, catalogue)
     except WorkloadSkipped as e:
         result.update(skipped=str(e))
         return result

@@ -29,6 +29,7 @@ from kubesched.bench.measure import peak_rss, summarize
 from kubesched.bench.profiles import WorkloadSkipped, inprocess_config
 from kubesched.bench.workloads import CHURN_INTERVAL, Workload, load_annotations
 from kubesched.client.rest import ApiError
+from kubesched.scheduler.framework.catalogue import Catalogue
 
 Obj = dict[str, Any]
 Progress = Callable[[str, int, int], None]
@@ -256,23 +257,26 @@ class _ChurnInjector:
         return await self._pop()
 
 
-def run_inprocess(workload: Workload, options: RunOptions, progress: Progress | None = None) -> dict[str, Any]:
-    """Run one workload in this process; returns the result object (see ``cli``)."""
-    return asyncio.run(_run(workload, options, progress or (lambda phase, done, total: None)))
+def run_inprocess(
+    workload: Workload, options: RunOptions, catalogue: Catalogue, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Run one workload in this process with the plugins of ``catalogue``; returns the result object (see
+    ``cli``)."""
+    return asyncio.run(_run(workload, options, catalogue, progress or (lambda phase, done, total: None)))
 
 
-async def _run(workload: Workload, options: RunOptions, progress: Progress) -> dict[str, Any]:
+async def _run(workload: Workload, options: RunOptions, catalogue: Catalogue, progress: Progress) -> dict[str, Any]:
     from kubesched.scheduler.scheduler import Scheduler
 
     result = _base_result(workload, "inprocess")
     try:
-        config, registry = inprocess_config(workload)
+        config = inprocess_config(workload, catalogue)
     except WorkloadSkipped as e:
         result.update(skipped=str(e))
         return result
 
     api = InMemoryApi()
-    sched = Scheduler(config, api, registry=registry, seed=options.seed, identity="bench")  # type: ignore[arg-type]
+    sched = Scheduler(config, api, catalogue=catalogue, seed=options.seed, identity="bench")  # type: ignore[arg-type]
     api.attach(sched._pod_added, sched._pod_updated, sched._pod_deleted)
     namespaces = [{"apiVersion": "v1", "kind": "Namespace",
                    "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}}
@@ -304,7 +308,6 @@ async def _run(workload: Workload, options: RunOptions, progress: Progress) -> d
         api.on_bind = lambda n: progress("measured pods", n - done_before, len(measured))
         measured_bound = api.expect_bound(measured_keys)
         if workload.unschedulable_churn:
-            assert sched.queue is not None
             churn = _ChurnInjector(workload, api, sched.queue)
         if options.profile_path:
             profiler = cProfile.Profile()

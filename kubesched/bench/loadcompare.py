@@ -40,6 +40,7 @@ import yaml
 from kubesched.cluster.kubelet import NodeShape
 from kubesched.cluster.local import ClusterOptions, LocalCluster
 from kubesched.cluster.nodemetrics import CPU_USAGE_ANNOTATION, MEMORY_USAGE_ANNOTATION
+from kubesched.scheduler.framework.catalogue import Catalogue
 
 log = logging.getLogger(__name__)
 
@@ -304,18 +305,17 @@ async def run_variant(
     variant: Variant,
     workload: Workload,
     workdir: Path,
+    catalogue: Catalogue,
     *,
     seed: int = 1,
     timeout: float = 120.0,
     scenario_out: Path | None = None,
 ) -> VariantResult:
     """One variant on a fresh cluster and Prometheus: existing pods, loads, the new pods, usage read back."""
-    from kubesched import loadaware
     from kubesched.client.rest import ApiClient
     from kubesched.loadaware.policy import DEFAULT_POLICY_DOCUMENT, parse_policy
     from kubesched.loadaware.prometheus import PrometheusServer
     from kubesched.scheduler.config import load_config
-    from kubesched.scheduler.plugins import in_tree_registry
     from kubesched.scheduler.scheduler import Scheduler
 
     started = time.monotonic()
@@ -370,13 +370,11 @@ async def run_variant(
             if variant.weight is not None:
                 await annotate_once(client, prom.url, parse_policy(DEFAULT_POLICY_DOCUMENT))
             config_text = yaml.safe_dump(scheduler_config(variant.weight, policy_path), sort_keys=False)
-            registry = in_tree_registry()
-            loadaware.register(registry)
-            config = load_config(config_text, plugin_registry=loadaware.PLUGIN_SPECS)
+            config = load_config(config_text, catalogue=catalogue)
             pods = new_pods(workload)
             if scenario_out is not None and variant.weight is not None:
                 await _write_scenario(client, scenario_out, pods, workload)
-            sched = Scheduler(config, client, registry=registry, seed=seed)
+            sched = Scheduler(config, client, catalogue=catalogue, seed=seed)
             sched.start_informers()
             await sched.wait_for_cache_sync()
             run_task = asyncio.create_task(sched.run())
@@ -490,8 +488,14 @@ async def compare(
     scenario_out: Path | None = None,
     workdir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    catalogue: Catalogue | None = None,
 ) -> list[VariantResult]:
-    """Every variant, one after the other (each on its own cluster and Prometheus)."""
+    """Every variant, one after the other (each on its own cluster and Prometheus). ``catalogue`` must have
+    Dynamic; without one, the application's (``kubesched.catalogue.full_catalogue()``)."""
+    if catalogue is None:
+        from kubesched.catalogue import full_catalogue
+
+        catalogue = full_catalogue()
     own = workdir is None
     base = Path(tempfile.mkdtemp(prefix="kubesched-loadcompare-")) if workdir is None else workdir
     try:
@@ -501,7 +505,9 @@ async def compare(
                 progress(v.name)
             first_dynamic = scenario_out if (v.weight is not None and i == 1) else None
             results.append(
-                await run_variant(v, workload, base, seed=seed, timeout=timeout, scenario_out=first_dynamic)
+                await run_variant(
+                    v, workload, base, catalogue, seed=seed, timeout=timeout, scenario_out=first_dynamic
+                )
             )
         if scenario_out is not None:
             write_scenario_configs(scenario_out, weights)
@@ -593,7 +599,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
     from kubesched.loadaware.prometheus import INSTALL_HINT, installed
 
     if not installed():
@@ -619,6 +625,7 @@ def run(args: argparse.Namespace) -> int:
                 timeout=timeout,
                 scenario_out=args.scenario_out,
                 progress=progress,
+                catalogue=catalogue,
             )
         )
     except (TimeoutError, RuntimeError, OSError) as e:

@@ -1,56 +1,73 @@
 """Load-aware scheduling compatible with crane-scheduler's ``Dynamic`` plugin.
 
-To run a scheduler with it, register the plugin with the configuration loader and the plugin registry::
+``PLUGIN`` is Dynamic's ``PluginDefinition``; ``kubesched.catalogue.full_catalogue()`` adds it to the in-tree
+plugins, so a configuration may enable it::
 
-    from kubesched import loadaware
-    registry = in_tree_registry()
-    loadaware.register(registry)
-    config = load_config(path, plugin_registry=loadaware.PLUGIN_SPECS)
-    Scheduler(config, client, registry=registry)
+    from kubesched.catalogue import full_catalogue
+    catalogue = full_catalogue()
+    config = load_config(path, catalogue=catalogue)
+    Scheduler(config, client, catalogue=catalogue)
 
 Modules: ``policy`` (crane's DynamicSchedulerPolicy), ``annotations`` (``"<value>,<timestamp>"`` values and
 their freshness), ``args`` (the plugin's args), ``sources`` (load values as slot columns, from annotations or
 an in-memory store), ``hotvalue`` (recent bindings per node), ``scoring`` (crane's arithmetic), ``dynamic``
-(the plugin), ``promql`` (query templates and instance matching for the Prometheus side).
+(the plugin), ``promql`` (query templates and instance matching for the Prometheus side), ``poller`` (direct
+mode's pollers and the hot-value rebuild, run by ``DynamicService`` beside the scheduler).
 """
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from kubesched.scheduler.config import PluginSpec
-from kubesched.scheduler.framework.registry import Registry
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 
 from .annotations import LoadSample, parse_annotation, time_zone
 from .args import DynamicArgs
-from .dynamic import HOT_VALUES_KEY, LOAD_STORE_KEY, NAME, Dynamic, new
+from .dynamic import NAME, Dynamic
 from .hotvalue import HotValueStore
 from .policy import DynamicSchedulerPolicy, PolicyError, default_policy, load_policy, parse_policy
 from .sources import AnnotationLoadSource, InMemoryLoadStore, LoadColumns, LoadSource, StoreLoadSource
 
-# What the configuration loader needs to know about Dynamic: its points and its args.
-PLUGIN_SPEC = PluginSpec(NAME, frozenset({"filter", "score", "postBind"}), args_model=DynamicArgs)
-PLUGIN_SPECS: dict[str, PluginSpec] = {NAME: PLUGIN_SPEC}
+
+class DynamicService:
+    """What Dynamic needs beside the cycle in ``kubesched scheduler``: direct mode's Prometheus pollers (on
+    standbys too, so a new leader has values at once), and hot values rebuilt from recent ``Scheduled`` events
+    before scheduling starts (bindings the previous leader made recently still count)."""
+
+    def __init__(self) -> None:
+        self._pollers: list[asyncio.Task[None]] = []
+
+    async def start(
+        self, client: Any, frameworks: Mapping[str, Any], list_nodes: Callable[[], list[dict[str, Any]]]
+    ) -> None:
+        from .poller import start_pollers
+
+        self._pollers = start_pollers(frameworks, list_nodes)
+
+    async def leading(self, client: Any, frameworks: Mapping[str, Any]) -> None:
+        from .poller import rebuild_hot_values_from_api
+
+        await rebuild_hot_values_from_api(client, frameworks)
+
+    async def stop(self) -> None:
+        from .poller import stop_pollers
+
+        await stop_pollers(self._pollers)
+        self._pollers = []
 
 
-def register(registry: Registry, plugin_specs: MutableMapping[str, PluginSpec] | None = None) -> None:
-    """Add Dynamic's factory to a ``Registry`` (and its spec to ``plugin_specs`` when given, for
-    ``load_config(..., plugin_registry=plugin_specs)``)."""
-    registry.register(NAME, new)
-    if plugin_specs is not None:
-        plugin_specs[NAME] = PLUGIN_SPEC
-
+PLUGIN = PluginDefinition(NAME, Dynamic, DynamicArgs, service=DynamicService)
 
 __all__ = [
-    "HOT_VALUES_KEY",
-    "LOAD_STORE_KEY",
     "NAME",
-    "PLUGIN_SPEC",
-    "PLUGIN_SPECS",
+    "PLUGIN",
     "AnnotationLoadSource",
     "Dynamic",
     "DynamicArgs",
     "DynamicSchedulerPolicy",
+    "DynamicService",
     "HotValueStore",
     "InMemoryLoadStore",
     "LoadColumns",
@@ -60,9 +77,7 @@ __all__ = [
     "StoreLoadSource",
     "default_policy",
     "load_policy",
-    "new",
     "parse_annotation",
     "parse_policy",
-    "register",
     "time_zone",
 ]

@@ -7,7 +7,8 @@ for the hot value inside the scheduler.
 - Score: crane's weighted ``(1 - usage)`` score, minus 10 points per hot-value unit, clamped to 0..100. The
   hot value is the larger of the in-process count (PostBind) and a fresh ``node_hot_value`` annotation written
   by crane's controller, so running beside crane's controller does not count a binding twice.
-- PostBind: records the binding in the ``HotValueStore`` shared by the scheduler's profiles.
+- PostBind: records the binding in the ``HotValueStore`` shared by the scheduler's profiles (one per scheduler,
+  from ``Handle.singletons``, as is the direct-mode ``InMemoryLoadStore``).
 
 Everything node-level is vectorised over the candidate slots; load values come from a ``LoadSource`` (node
 annotations, or the in-memory store a Prometheus poller fills in direct mode).
@@ -21,8 +22,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel
 
+from kubesched.scheduler.framework.handle import Handle, Singletons
 from kubesched.scheduler.framework.interface import ClusterEvent, CycleState, Filtered
 
 from .annotations import HOT_VALUE_ACTIVE_PERIOD, HOT_VALUE_KEY, time_zone
@@ -39,9 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAME = "Dynamic"
-# Keys in ``Handle.shared``: one hot-value store and one direct-mode load store per scheduler.
-HOT_VALUES_KEY = "loadaware.hot_values"
-LOAD_STORE_KEY = "loadaware.load_store"
 _MAX_REASON_BITS = 64
 
 
@@ -54,51 +52,34 @@ def _is_daemonset_pod(pod: PodInfo) -> bool:
     return any(ref.get("kind") == "DaemonSet" for ref in refs)
 
 
-def _as_args(args: Any) -> DynamicArgs:
-    if args is None:
-        return DynamicArgs()
-    if isinstance(args, DynamicArgs):
-        return args
-    if isinstance(args, BaseModel):
-        args = args.model_dump(by_alias=True, exclude_unset=True)
-    if not isinstance(args, Mapping):
-        raise TypeError(f"{NAME} args must be DynamicArgs or a mapping, got {type(args).__name__}")
-    model = DynamicArgs.model_validate(dict(args))
-    problems = model.validate_args("args")
-    if problems:
-        raise ValueError(f"invalid {NAME} args: " + "; ".join(str(p) for p in problems))
-    return model
-
-
 class Dynamic:
     name = NAME
     scores_in_range = True
 
     def __init__(
         self,
-        args: Any = None,
-        handle: Any = None,
+        args: DynamicArgs,
+        handle: Handle | None = None,
         *,
         policy: DynamicSchedulerPolicy | None = None,
         source: LoadSource | None = None,
         hot_values: HotValueStore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.args = _as_args(args)
-        self.policy = policy if policy is not None else policy_for(self.args.policy_config_path)
-        self.zone = time_zone(self.args.annotation_time_zone)
-        shared: dict[str, Any] | None = getattr(handle, "shared", None)
-        if shared is None:
-            shared = {}
+        self.args = args
+        self.policy = policy if policy is not None else policy_for(args.policy_config_path)
+        self.zone = time_zone(args.annotation_time_zone)
+        # Per-scheduler stores: every profile's Dynamic sees the same load values and bindings.
+        singletons = handle.singletons if handle is not None else Singletons()
         metrics = (*self.policy.metrics, HOT_VALUE_KEY)
         if source is None:
-            if self.args.load_source == PROMETHEUS:
-                source = StoreLoadSource(shared.setdefault(LOAD_STORE_KEY, InMemoryLoadStore()), metrics)
+            if args.load_source == PROMETHEUS:
+                source = StoreLoadSource(singletons.get(InMemoryLoadStore), metrics)
             else:
                 source = AnnotationLoadSource(metrics, self.zone)
         self.source = source
         if hot_values is None:
-            hot_values = shared.setdefault(HOT_VALUES_KEY, HotValueStore())
+            hot_values = singletons.get(HotValueStore)
         self.hot_values = hot_values
         self.hot_values.ensure_retention(self.policy.max_hot_value_range)
         self.clock = clock
@@ -196,9 +177,4 @@ class Dynamic:
         }
 
 
-def new(args: Any, handle: Any) -> Dynamic:
-    """The registry factory."""
-    return Dynamic(args, handle)
-
-
-__all__ = ["HOT_VALUES_KEY", "LOAD_STORE_KEY", "NAME", "Dynamic", "new", "overload_reason"]
+__all__ = ["NAME", "Dynamic", "overload_reason"]

@@ -17,7 +17,10 @@ import signal
 import socket
 import sys
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubesched.scheduler.framework.catalogue import Catalogue
 
 log = logging.getLogger("kubesched.scheduler")
 
@@ -73,15 +76,15 @@ def _setup_logging(verbosity: int) -> None:
         logging.getLogger("kubesched.scheduler").setLevel(logging.WARNING if verbosity == 0 else logging.INFO)
 
 
-def load_effective_config(args: argparse.Namespace) -> Any:
-    """The configuration file (or defaults) with the command-line overrides upstream applies."""
-    from kubesched import loadaware
+def load_effective_config(args: argparse.Namespace, catalogue: Catalogue) -> Any:
+    """The configuration file (or defaults), checked against ``catalogue``, with the command-line overrides
+    upstream applies."""
     from kubesched.scheduler.config import default_config, load_config
 
-    registry = loadaware.PLUGIN_SPECS  # in-tree plugins are built in; out-of-tree ones (Dynamic) add theirs
-    config = load_config(args.config, plugin_registry=registry) if args.config else default_config(
-        plugin_registry=registry
-    )
+    if args.config:
+        config = load_config(args.config, catalogue=catalogue)
+    else:
+        config = default_config(catalogue=catalogue)
     le = config.leader_election
     overrides: dict[str, Any] = {}
     if args.leader_elect is not None:
@@ -116,10 +119,12 @@ def load_effective_config(args: argparse.Namespace) -> Any:
     return config
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
+    """``catalogue``: the plugins this scheduler knows (``kubesched.catalogue.full_catalogue()`` from the
+    ``kubesched`` command)."""
     _setup_logging(args.verbosity)
     try:
-        config = load_effective_config(args)
+        config = load_effective_config(args, catalogue)
     except Exception as e:  # ConfigError and friends: say what is wrong, no stack trace
         print(f"kubesched scheduler: invalid configuration: {e}", file=sys.stderr)
         return 1
@@ -137,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     burst = args.kube_api_burst if args.kube_api_burst is not None else config.client_connection.burst
     client_config = dataclasses.replace(client_config, qps=float(qps), burst=int(burst))
     try:
-        return asyncio.run(_main(args, config, client_config))
+        return asyncio.run(_main(args, config, client_config, catalogue))
     except KeyboardInterrupt:
         return 0
     except OSError as e:
@@ -145,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> int:
+async def _main(args: argparse.Namespace, config: Any, client_config: Any, catalogue: Catalogue) -> int:
     from kubesched.client.leaderelection import LeaderElector
     from kubesched.client.rest import ApiClient
     from kubesched.scheduler.metrics import SchedulerMetrics
@@ -156,12 +161,7 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
     client = ApiClient(client_config)
     metrics = SchedulerMetrics()
     try:
-        from kubesched import loadaware
-        from kubesched.scheduler.plugins import in_tree_registry
-
-        plugins = in_tree_registry()
-        loadaware.register(plugins)
-        sched = Scheduler(config, client, registry=plugins, metrics=metrics, seed=args.seed, identity=identity,
+        sched = Scheduler(config, client, catalogue=catalogue, metrics=metrics, seed=args.seed, identity=identity,
                           explain=args.explain)
     except (KeyError, ValueError) as e:
         await client.close()
@@ -181,9 +181,9 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
             server.add_json_route("/debug/decisions", lambda: {"decisions": sched.decisions.snapshot()})
         await server.start()
         log.info("serving securely on %s:%s", args.bind_address, server.port)
-    from kubesched.loadaware.poller import rebuild_hot_values_from_api, start_pollers, stop_pollers
-
-    pollers: list[Any] = []
+    # Plugins' background work (load-aware scheduling's Prometheus pollers and hot-value rebuild).
+    services = catalogue.services()
+    started: list[Any] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -199,12 +199,13 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
             return 0
         if server is not None:
             server.mark_handlers_synced()
-        # Dynamic in direct mode: Prometheus pollers fill the in-memory load store (on standbys too, so a new
-        # leader has values at once).
-        pollers = start_pollers(sched.frameworks, sched.informers["nodes"].list)
+        for service in services:
+            await service.start(client, sched.frameworks, sched.informers["nodes"].list)
+            started.append(service)
         le = config.leader_election
         if not le.leader_elect:
-            await rebuild_hot_values_from_api(client, sched.frameworks)
+            for service in services:
+                await service.leading(client, sched.frameworks)
             run_task = asyncio.create_task(sched.run())
             await asyncio.wait({run_task, stopper}, return_when=asyncio.FIRST_COMPLETED)
             return 0
@@ -219,7 +220,7 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
             renew_deadline=le.renew_deadline,
             retry_period=le.retry_period,
             release_on_cancel=True,
-            on_started_leading=lambda: _lead(sched, elector, metrics, le.resource_name),
+            on_started_leading=lambda: _lead(sched, elector, metrics, le.resource_name, services),
             on_stopped_leading=lambda: lost.set(),
             on_new_leader=lambda who: log.info("new leader elected: %s", who),
         )
@@ -244,20 +245,20 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any) -> in
         exit_code = EXIT_LEADERSHIP_LOST
         return exit_code
     finally:
-        await stop_pollers(pollers)
+        for service in started:
+            await service.stop()
         await sched.stop()
         if server is not None:
             await server.stop()
         await client.close()
 
 
-async def _lead(sched: Any, elector: Any, metrics: Any, lease_name: str) -> None:
+async def _lead(sched: Any, elector: Any, metrics: Any, lease_name: str, services: list[Any]) -> None:
     metrics.set_leader(lease_name, True)
     log.info("became leader; scheduling")
-    from kubesched.loadaware.poller import rebuild_hot_values_from_api
-
-    # Dynamic's hot value: bindings the previous leader made recently still count.
-    await rebuild_hot_values_from_api(sched.client, sched.frameworks)
+    # e.g. Dynamic's hot value: bindings the previous leader made recently still count.
+    for service in services:
+        await service.leading(sched.client, sched.frameworks)
     await sched.run(elector.leading)
 
 
@@ -271,6 +272,7 @@ def _configz(config: Any) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    parser = argparse.ArgumentParser(prog="kubesched scheduler")
-    add_arguments(parser)
-    sys.exit(run(parser.parse_args()))
+    # The application's catalogue lives at the edge (kubesched.catalogue); `kubesched scheduler` is the command.
+    from kubesched.cli import main
+
+    sys.exit(main(["scheduler", *sys.argv[1:]]))

@@ -42,11 +42,11 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kubesched.scheduler.framework.interface import ClusterEvent, Status
+from kubesched.scheduler.framework.interface import AssignedPodHints, ClusterEvent, Status
 from kubesched.scheduler.podinfo import PodInfo, QueuedPodInfo
 
 if TYPE_CHECKING:
@@ -85,10 +85,6 @@ FORCE_ACTIVATE = "ForceActivate"
 UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
 UNSCHEDULED_POD_ADD = "UnschedulablePodAdd"
 UNSCHEDULED_POD_UPDATE = "UnschedulablePodUpdate"
-
-# Plugins whose rejections a newly assigned pod can resolve (upstream getUnschedulablePodsWithCrossTopologyTerm).
-POD_TOPOLOGY_SPREAD = "PodTopologySpread"
-INTER_POD_AFFINITY = "InterPodAffinity"
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[Any]]
@@ -195,9 +191,6 @@ class Nominator:
         """Nodes with at least one nominated pod."""
         return list(self._by_node)
 
-    # The name the framework's Nominator protocol uses.
-    nodes_with_nominated_pods = nodes
-
     def __len__(self) -> int:
         return len(self._node_of)
 
@@ -297,6 +290,8 @@ class SchedulingQueue:
         pop_from_backoff: bool = True,
         metrics: SchedulerMetrics | None = None,
         namespace_labels: Callable[[str], Mapping[str, str] | None] | None = None,
+        nominator: Nominator | None = None,
+        assigned_pod_hints: Sequence[AssignedPodHints] = (),
     ) -> None:
         self.sort_key = sort_key
         self.pre_enqueue = pre_enqueue
@@ -310,7 +305,9 @@ class SchedulingQueue:
         self.pop_from_backoff = pop_from_backoff
         self.metrics = metrics
         self.namespace_labels = namespace_labels
-        self.nominator = Nominator()
+        self.nominator = nominator if nominator is not None else Nominator()
+        # Plugins telling which unschedulable pods a newly bound pod may help (see _cross_topology_candidates).
+        self.assigned_pod_hints = tuple(assigned_pod_hints)
         self.scheduling_cycle = 0
 
         self._entries: dict[str, _Entry] = {}
@@ -762,9 +759,8 @@ class SchedulingQueue:
         self._unschedulable[uid] = entry
         if entry.qpi.gated:
             self._gated.add(uid)
-        if POD_TOPOLOGY_SPREAD in entry.qpi.unschedulable_plugins or _has_required_pod_affinity(
-            entry.qpi.pod_info
-        ):
+        qpi = entry.qpi
+        if any(hint.waits_for_assigned_pods(qpi) for hint in self.assigned_pod_hints):
             self._topology_waiting[uid] = entry
 
     def _remove_unschedulable(self, entry: _Entry) -> None:
@@ -920,37 +916,24 @@ class SchedulingQueue:
             del events[:drop]
 
     def _cross_topology_candidates(self, pod: PodInfo) -> list[_Entry]:
-        """Unschedulable pods a newly assigned ``pod`` may help: same-namespace PodTopologySpread rejections, and
-        InterPodAffinity rejections with a required affinity term ``pod`` matches."""
-        found: list[_Entry] = []
-        ns_labels: Mapping[str, str] | None = None
-        for entry in self._topology_waiting.values():
-            qpi = entry.qpi
-            pi = qpi.pod_info
-            if POD_TOPOLOGY_SPREAD in qpi.unschedulable_plugins and pi.namespace == pod.namespace:
-                found.append(entry)
-                continue
-            if not _has_required_pod_affinity(pi):
-                continue
-            if ns_labels is None and self.namespace_labels is not None:
-                ns_labels = self.namespace_labels(pod.namespace) or {}
-            if _affinity_terms_match(pi, pod, ns_labels):
-                found.append(entry)
-        return found
+        """Unschedulable pods a newly assigned ``pod`` may help, as the plugins' hints tell (same-namespace
+        PodTopologySpread rejections, pods with a required affinity term ``pod`` matches)."""
+        if not self._topology_waiting:
+            return []
+        memo: list[Mapping[str, str] | None] = []
 
+        def ns_labels() -> Mapping[str, str] | None:
+            if not memo:
+                lookup = self.namespace_labels
+                memo.append((lookup(pod.namespace) or {}) if lookup is not None else None)
+            return memo[0]
 
-def _has_required_pod_affinity(pi: PodInfo) -> bool:
-    return bool(pi.pod_affinity and pi.pod_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
-
-
-def _affinity_terms_match(pending: PodInfo, pod: PodInfo, ns_labels: Mapping[str, str] | None) -> bool:
-    from kubesched.scheduler.plugins.inter_pod_affinity import pod_terms  # the plugin parses its own terms
-
-    try:
-        terms = pod_terms(pending).required_affinity
-    except Exception:  # an unparsable term: let the pod try again rather than wait forever
-        return True
-    return any(term.matches(pod.namespace, pod.labels, ns_labels) for term in terms)
+        hints = self.assigned_pod_hints
+        return [
+            entry
+            for entry in self._topology_waiting.values()
+            if any(hint.assigned_pod_may_help(entry.qpi, pod, ns_labels) for hint in hints)
+        ]
 
 
 _IGNORED_META = ("resourceVersion", "generation", "managedFields", "finalizers")

@@ -10,11 +10,12 @@ A 409 from ``pods/binding`` means someone else bound it: the pod is dropped, nev
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,14 +25,15 @@ from kubesched.client.rest import ApiClient, ApiError
 from kubesched.scheduler.cache import Cache
 from kubesched.scheduler.config import SchedulerConfiguration
 from kubesched.scheduler.decisions import DecisionLog
-from kubesched.scheduler.framework.interface import ClusterEvent, Code, CycleState, Status
-from kubesched.scheduler.framework.registry import Handle, Registry
+from kubesched.scheduler.framework.catalogue import Catalogue
+from kubesched.scheduler.framework.handle import Handle
+from kubesched.scheduler.framework.interface import AssignedPodHints, ClusterEvent, Code, CycleState, Status
 from kubesched.scheduler.framework.runtime import Framework, fit_error_message
 from kubesched.scheduler.metrics import SchedulerMetrics
-from kubesched.scheduler.plugins import in_tree_registry
 from kubesched.scheduler.podinfo import PodInfo, QueuedPodInfo
 from kubesched.scheduler.queue import (
     EVENT_ASSIGNED_POD_DELETE,
+    Nominator,
     SchedulingQueue,
 )
 
@@ -92,7 +94,7 @@ class Scheduler:
         config: SchedulerConfiguration,
         client: ApiClient | None,
         *,
-        registry: Registry | None = None,
+        catalogue: Catalogue | None = None,
         metrics: SchedulerMetrics | None = None,
         seed: int | None = None,
         identity: str = "",
@@ -113,16 +115,24 @@ class Scheduler:
         self._condition_writes: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
         self.recorders: dict[str, EventRecorder] = {}
-        registry = registry or in_tree_registry()
+        if catalogue is None:
+            from kubesched.scheduler.plugins import in_tree_catalogue
+
+            catalogue = in_tree_catalogue()
         self.frameworks: dict[str, Framework] = {}
-        # The queue needs the QueueSort plugin of the first profile (all profiles must share it).
-        self.queue: SchedulingQueue | None = None
+        # The nominator comes first: the queue and every plugin's handle share it from the start.
+        nominator = Nominator()
         handle = Handle(
             cache=self.cache,
             client=client,
-            nominator=None,
+            nominator=nominator,
             parallelism=config.parallelism,
-            shared={"namespaces": self.lister, "workloads": self.lister, "pdbs": self.lister},
+            metrics=self.metrics,
+            activate=self._activate,
+            seed=seed,
+            namespaces=self.lister,
+            workloads=self.lister,
+            pdbs=self.lister,
         )
         for profile in config.profiles:
             recorder = None
@@ -132,23 +142,22 @@ class Scheduler:
                     client, profile.scheduler_name, f"{profile.scheduler_name}-{socket.gethostname()}"
                 )
                 self.recorders[profile.scheduler_name] = recorder
-            fw_handle = Handle(
-                cache=handle.cache,
-                client=handle.client,
-                recorder=recorder,
-                nominator=None,
-                parallelism=handle.parallelism,
-                shared=handle.shared,
-            )
             self.frameworks[profile.scheduler_name] = Framework.from_profile(
-                profile, registry, fw_handle,
+                profile,
+                catalogue,
+                dataclasses.replace(handle, recorder=recorder),
                 percentage_of_nodes_to_score=config.percentage_of_nodes_to_score or None,
                 seed=seed,
             )
+        # One queue for all profiles, sorted by the first profile's QueueSort (validation makes them equal).
         first = next(iter(self.frameworks.values()))
         plugin_events: dict[str, list[ClusterEvent]] = {}
+        hints: dict[str, AssignedPodHints] = {}
         for fw in self.frameworks.values():
             plugin_events.update(fw.events_to_register())
+            for name, plugin in fw.plugins.items():
+                if name not in hints and isinstance(plugin, AssignedPodHints):
+                    hints[name] = plugin
         self.queue = SchedulingQueue(
             first.queue_sort_key,
             pre_enqueue=self._pre_enqueue,
@@ -156,20 +165,15 @@ class Scheduler:
             initial_backoff=float(config.pod_initial_backoff_seconds),
             max_backoff=float(config.pod_max_backoff_seconds),
             metrics=self.metrics,
+            nominator=nominator,
+            assigned_pod_hints=tuple(hints.values()),
         )
-        for fw in self.frameworks.values():
-            fw.handle.nominator = self.queue.nominator
-            for plugin in fw.plugins.values():
-                h = getattr(plugin, "handle", None)
-                if isinstance(h, Handle):
-                    h.nominator = self.queue.nominator
-        # Preemption requeues a pod whose asynchronous preemption failed, and reports victims to metrics.
-        handle.shared["activate"] = self.queue.activate
-        handle.shared["metrics"] = self.metrics
-        if seed is not None:
-            handle.shared["seed"] = seed
         self.metrics.watch_pending(self.queue.pending_counts)
         self.metrics.watch_cache_size(self.cache.stats)
+
+    def _activate(self, uids: Iterable[str]) -> None:
+        # Handed to plugins before the queue exists: preemption requeues a pod whose preemption failed.
+        self.queue.activate(uids)
 
     # -- informers ----------------------------------------------------------------------------------------
 
@@ -200,9 +204,8 @@ class Scheduler:
             inf = Informer(c, api_version, plural)
             if plural == "namespaces":
                 inf.add_handler(
-                    lambda o: self.queue and self.queue.move_all_to_active_or_backoff(ClusterEvent("Namespace", "Add")),
-                    lambda o, n: self.queue and self.queue.move_all_to_active_or_backoff(
-                        ClusterEvent("Namespace", "Update")),
+                    lambda o: self.queue.move_all_to_active_or_backoff(ClusterEvent("Namespace", "Add")),
+                    lambda o, n: self.queue.move_all_to_active_or_backoff(ClusterEvent("Namespace", "Update")),
                     None,
                 )
             self.informers[plural] = inf
@@ -215,12 +218,10 @@ class Scheduler:
 
     def _node_added(self, node: dict[str, Any]) -> None:
         self.cache.on_node_add(node)
-        assert self.queue is not None
         self.queue.move_all_to_active_or_backoff(ClusterEvent("Node", "Add"))
 
     def _node_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         changes = self.cache.on_node_update(old, new)
-        assert self.queue is not None
         for action in sorted(changes):
             self.queue.move_all_to_active_or_backoff(ClusterEvent("Node", action))
 
@@ -228,7 +229,6 @@ class Scheduler:
         self.cache.on_node_delete(node)
 
     def _pod_added(self, pod: dict[str, Any]) -> None:
-        assert self.queue is not None
         if (pod.get("spec") or {}).get("nodeName"):
             pi = self.cache.on_pod_add(pod)
             if pi is not None:
@@ -240,7 +240,6 @@ class Scheduler:
             self.queue.add(pi)
 
     def _pod_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        assert self.queue is not None
         if (new.get("spec") or {}).get("nodeName"):
             old_bound = bool((old.get("spec") or {}).get("nodeName"))
             pi = self.cache.on_pod_update(old, new)
@@ -263,7 +262,6 @@ class Scheduler:
         self.queue.update(self.cache.pod_info(old), new_pi)
 
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
-        assert self.queue is not None
         obj = pod  # a DeletedFinalStateUnknown is a dict of the last state seen, so this covers both
         if (obj.get("spec") or {}).get("nodeName"):
             pi = self.cache.on_pod_delete(obj)
@@ -280,7 +278,6 @@ class Scheduler:
 
     async def run(self, leading: asyncio.Event | None = None) -> None:
         """Schedule until stopped (``leading`` cleared means stop at once)."""
-        assert self.queue is not None
         self.queue.start()
         # Informer stores are now large and long-lived: keep the collector from rescanning them every cycle.
         gc.collect()
@@ -312,8 +309,7 @@ class Scheduler:
 
     async def stop(self) -> None:
         self._stopping = True
-        if self.queue is not None:
-            self.queue.close()
+        self.queue.close()
         for t in [*self._bind_tasks, *self._condition_writes.values()]:
             t.cancel()
         for inf in self.informers.values():
@@ -322,7 +318,6 @@ class Scheduler:
             await r.close()
 
     async def schedule_one(self, qpi: QueuedPodInfo) -> None:
-        assert self.queue is not None
         pi = qpi.pod_info
         fw = self.frameworks.get(pi.scheduler_name)
         if fw is None or self._skip(pi):
@@ -366,7 +361,6 @@ class Scheduler:
     async def _binding_cycle(
         self, fw: Framework, qpi: QueuedPodInfo, state: CycleState, assumed: PodInfo, node: str, start: float
     ) -> None:
-        assert self.queue is not None
         pi = qpi.pod_info
         pending_write = self._condition_writes.get(pi.uid)
         if pending_write is not None:
@@ -424,7 +418,6 @@ class Scheduler:
         diagnosis: Any,
         start: float,
     ) -> None:
-        assert self.queue is not None
         pi = qpi.pod_info
         if status.code == Code.ERROR:
             message = status.message()

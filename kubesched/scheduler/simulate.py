@@ -37,6 +37,7 @@ import yaml
 
 if TYPE_CHECKING:
     from kubesched.scheduler.config import SchedulerConfiguration
+    from kubesched.scheduler.framework.catalogue import Catalogue
     from kubesched.scheduler.podinfo import PodInfo
 
 Obj = dict[str, Any]
@@ -318,18 +319,25 @@ def _queue_time(pi: PodInfo) -> float:
 
 
 async def simulate(
-    config: SchedulerConfiguration, objects: Iterable[Mapping[str, Any]], *, seed: int | None = None
+    config: SchedulerConfiguration,
+    objects: Iterable[Mapping[str, Any]],
+    *,
+    seed: int | None = None,
+    catalogue: Catalogue | None = None,
 ) -> list[Placement]:
     """Schedule the dump's pending pods in queue order; one ``Placement`` per pod tried, in that order.
+
+    ``catalogue``: the plugins to build the profiles from (the one ``config`` was loaded with; default: the
+    in-tree plugins).
 
     Raises ``ClusterDumpError`` when the objects cannot be simulated (missing names, bad quantities, ...),
     ``SimulationError`` when a profile's plugins cannot be built.
     """
     from kubesched.scheduler.cache import Cache
+    from kubesched.scheduler.framework.handle import Handle
     from kubesched.scheduler.framework.interface import Code, CycleState, Status
-    from kubesched.scheduler.framework.registry import Handle
     from kubesched.scheduler.framework.runtime import Framework, fit_error_message
-    from kubesched.scheduler.plugins import in_tree_registry
+    from kubesched.scheduler.plugins import in_tree_catalogue
     from kubesched.scheduler.podinfo import QueuedPodInfo
     from kubesched.scheduler.queue import Nominator
 
@@ -346,27 +354,25 @@ async def simulate(
         nominator.delete_nominated(victim.uid)
         victims_of.setdefault(preemptor.uid, []).append(victim.key)
 
-    shared: dict[str, Any] = {
-        "namespaces": lister,
-        "workloads": lister,
-        "pdbs": lister,
-        "preemption_evict": evict,
-    }
-    if seed is not None:
-        shared["seed"] = seed
     handle = Handle(
-        cache=cache, client=None, nominator=nominator, parallelism=config.parallelism, shared=shared
+        cache=cache,
+        client=None,
+        nominator=nominator,
+        parallelism=config.parallelism,
+        seed=seed,
+        namespaces=lister,
+        workloads=lister,
+        pdbs=lister,
+        preemption_evict=evict,
     )
-    registry = in_tree_registry()
-    from kubesched import loadaware
-
-    loadaware.register(registry)
+    if catalogue is None:
+        catalogue = in_tree_catalogue()
     frameworks: dict[str, Framework] = {}
     for profile in config.profiles:
         try:
             frameworks[profile.scheduler_name] = Framework.from_profile(
                 profile,
-                registry,
+                catalogue,
                 handle,
                 percentage_of_nodes_to_score=config.percentage_of_nodes_to_score or None,
                 seed=seed,
@@ -503,16 +509,15 @@ def _fail(what: str, detail: Any) -> int:
     return 1
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
+    """``catalogue``: the plugins a configuration may name (``kubesched.catalogue.full_catalogue()``)."""
     from kubesched.scheduler.config import ConfigError, default_config, load_config
 
     try:
-        from kubesched import loadaware
-
-        specs = loadaware.PLUGIN_SPECS
-        config = load_config(Path(args.config), plugin_registry=specs) if args.config else default_config(
-            plugin_registry=specs
-        )
+        if args.config:
+            config = load_config(Path(args.config), catalogue=catalogue)
+        else:
+            config = default_config(catalogue=catalogue)
     except ConfigError as e:
         return _fail("invalid configuration", e)
     try:
@@ -524,7 +529,7 @@ def run(args: argparse.Namespace) -> int:
     except ClusterDumpError as e:
         return _fail("cannot read the cluster", e)
     try:
-        placements = asyncio.run(simulate(config, objects, seed=args.seed))
+        placements = asyncio.run(simulate(config, objects, seed=args.seed, catalogue=catalogue))
     except ClusterDumpError as e:
         return _fail(f"cannot simulate {args.cluster}", e)
     except SimulationError as e:

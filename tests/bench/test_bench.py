@@ -23,6 +23,7 @@ from kubesched.bench.workloads import (
     pod_anti_affinity_pod,
     topology_spreading_pod,
 )
+from kubesched.catalogue import full_catalogue
 from kubesched.cli import main
 
 # Tiny sizes that every workload can satisfy (anti-affinity needs a node per green pod).
@@ -204,7 +205,7 @@ def assert_workload_specifics(name: str, result: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_inprocess_smoke(name: str) -> None:
-    result = run_inprocess(smoke(name), RunOptions(timeout=30))
+    result = run_inprocess(smoke(name), RunOptions(timeout=30), full_catalogue())
     assert_passed(result)
     assert_workload_specifics(name, result)
 
@@ -212,7 +213,7 @@ def test_inprocess_smoke(name: str) -> None:
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_e2e_smoke(name: str) -> None:
     create = "before" if name == "SchedulingBasic" else "live"  # "before" restarts the scheduler: slower
-    result = run_e2e(smoke(name), E2eOptions(timeout=30, create=create))
+    result = run_e2e(smoke(name), E2eOptions(timeout=30, create=create), full_catalogue())
     assert_passed(result)
     assert result["apiServerPeakRSSBytes"] > 0
     assert_workload_specifics(name, result)
@@ -220,7 +221,10 @@ def test_e2e_smoke(name: str) -> None:
 
 def test_workload_needing_an_unregistered_plugin_is_skipped_with_a_reason() -> None:
     missing = dataclasses.replace(WORKLOADS["LoadAware"], needs_plugin="NoSuchPlugin").sized(4, 1, 2)
-    for result in (run_inprocess(missing, RunOptions(timeout=10)), run_e2e(missing, E2eOptions(timeout=10))):
+    for result in (
+        run_inprocess(missing, RunOptions(timeout=10), full_catalogue()),
+        run_e2e(missing, E2eOptions(timeout=10), full_catalogue()),
+    ):
         assert "needs the NoSuchPlugin plugin, which is not registered" in result["skipped"]
         assert "check" not in result
 

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubesched import loadaware
+from kubesched.catalogue import full_catalogue
 from kubesched.loadaware.args import DEFAULT_QUERY_TIMEOUT, DynamicArgs
 from kubesched.loadaware.promql import (
     InstanceMatch,
@@ -37,7 +37,7 @@ def load(args: dict[str, Any], version: str = "v1") -> Any:
             ],
         }
     )
-    return load_config(text, plugin_registry=loadaware.PLUGIN_SPECS).profiles[0].args("Dynamic")
+    return load_config(text, catalogue=full_catalogue()).profiles[0].args("Dynamic")
 
 
 def errors(args: dict[str, Any]) -> list[str]:
@@ -85,7 +85,7 @@ def test_no_plugin_config_gives_default_args() -> None:
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
         "profiles:\n- plugins:\n    score:\n      enabled: [{name: Dynamic, weight: 3}]\n"
     )
-    args = load_config(text, plugin_registry=loadaware.PLUGIN_SPECS).profiles[0].args("Dynamic")
+    args = load_config(text, catalogue=full_catalogue()).profiles[0].args("Dynamic")
     assert args == DynamicArgs()
     assert args.policy_config_path is None
 

@@ -3,6 +3,7 @@ node-by-node transliteration of crane's Go logic; hot values from PostBind and f
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -25,8 +26,9 @@ from la_helpers import (
     node,
     pod,
 )
+from pydantic import ValidationError
 
-from kubesched.loadaware import LOAD_STORE_KEY, InMemoryLoadStore
+from kubesched.loadaware import DynamicArgs, InMemoryLoadStore
 from kubesched.loadaware.annotations import HOT_VALUE_KEY, read_usage
 from kubesched.loadaware.dynamic import Dynamic, overload_reason
 from kubesched.loadaware.hotvalue import HotValueStore
@@ -36,8 +38,13 @@ from kubesched.scheduler.framework import ClusterEvent, CycleState, Handle
 from kubesched.scheduler.podinfo import PodInfo
 
 
+def dynamic_args(args: dict[str, Any] | None = None) -> DynamicArgs:
+    """The args as the configuration loader builds them (wire form in)."""
+    return DynamicArgs.model_validate(args or {})
+
+
 def plugin(cache: Cache, policy: DynamicSchedulerPolicy | None = None, args: Any = None) -> Dynamic:
-    return Dynamic(args, Handle(cache=cache), policy=policy or default_policy(), clock=lambda: NOW)
+    return Dynamic(dynamic_args(args), Handle(cache=cache), policy=policy or default_policy(), clock=lambda: NOW)
 
 
 def info(cache: Cache, **kw: Any) -> PodInfo:
@@ -192,8 +199,8 @@ def test_local_and_annotated_hot_values_are_not_added() -> None:
 def test_profiles_share_one_hot_value_store() -> None:
     c = cluster(node("a", loads(0.1)))
     handle = Handle(cache=c)
-    one = Dynamic(None, handle, policy=default_policy(), clock=lambda: NOW)
-    two = Dynamic(None, handle, policy=default_policy(), clock=lambda: NOW)
+    one = Dynamic(DynamicArgs(), handle, policy=default_policy(), clock=lambda: NOW)
+    two = Dynamic(DynamicArgs(), handle, policy=default_policy(), clock=lambda: NOW)
     assert one.hot_values is two.hot_values
     one.post_bind(CycleState(), info(c, name="x"), "a")
     two.post_bind(CycleState(), info(c, name="y"), "a")
@@ -223,14 +230,15 @@ def test_explain() -> None:
 # --- construction -------------------------------------------------------------------------------------------
 
 
-def test_args_as_a_mapping_and_errors() -> None:
+def test_args_model_and_errors() -> None:
     c = cluster(node("a"))
-    dyn = Dynamic({"annotationTimeZone": "UTC"}, Handle(cache=c), policy=default_policy())
+    dyn = Dynamic(dynamic_args({"annotationTimeZone": "UTC"}), Handle(cache=c), policy=default_policy())
     assert str(dyn.zone) == "UTC" and dyn.name == "Dynamic" and dyn.scores_in_range
-    with pytest.raises(ValueError, match=r"args.loadSource: Unsupported value"):
-        Dynamic({"loadSource": "x"}, Handle(cache=c))
-    with pytest.raises(TypeError):
-        Dynamic(42, Handle(cache=c))
+    # The args model is the one place args are checked (the configuration loader reports these).
+    errors = dynamic_args({"loadSource": "x"}).validate_args("args")
+    assert any(re.search(r"args.loadSource: Unsupported value", str(e)) for e in errors)
+    with pytest.raises(ValidationError):
+        DynamicArgs.model_validate(42)
 
 
 def test_events_to_register() -> None:
@@ -242,8 +250,8 @@ def test_direct_mode_reads_the_shared_store() -> None:
     c = cluster(node("a"), node("b"))
     handle = Handle(cache=c)
     args = {"loadSource": "prometheus", "promeAddr": "http://prom:9090"}
-    dyn = Dynamic(args, handle, policy=default_policy(), clock=lambda: NOW)
-    store = handle.shared[LOAD_STORE_KEY]
+    dyn = Dynamic(dynamic_args(args), handle, policy=default_policy(), clock=lambda: NOW)
+    store = handle.singletons.find(InMemoryLoadStore)
     assert isinstance(store, InMemoryLoadStore)
     store.update_many((n, m, 0.8 if n == "a" else 0.2, NOW - 30) for n in ("a", "b") for m in ALL_METRICS)
     assert run_filter(c, dyn, ["a", "b"]) == {"a": [overload_reason(CPU5, "a")]}
@@ -300,7 +308,7 @@ def test_vectorised_filter_and_score_agree_with_crane(nodes: list[tuple[dict[str
     for metrics, hot in nodes:
         annotated.append({**metrics, **({HOT_VALUE_KEY: hot} if hot else {})})
     c = cluster(*(node(f"n{i}", a) for i, a in enumerate(annotated)))
-    dyn = Dynamic(None, Handle(cache=c), policy=policy, clock=lambda: NOW, hot_values=HotValueStore())
+    dyn = Dynamic(DynamicArgs(), Handle(cache=c), policy=policy, clock=lambda: NOW, hot_values=HotValueStore())
     names = [f"n{i}" for i in range(len(annotated))]
     rejected = run_filter(c, dyn, names)
     for name, on_node in zip(names, annotated, strict=True):

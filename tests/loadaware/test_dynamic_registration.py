@@ -11,11 +11,12 @@ import pytest
 from la_helpers import CPU5, NOW, cluster, crane, loads, node, pod
 
 from kubesched import loadaware
-from kubesched.loadaware import PLUGIN_SPEC, PLUGIN_SPECS, Dynamic, DynamicArgs, register
+from kubesched.catalogue import full_catalogue
+from kubesched.loadaware import PLUGIN, Dynamic, DynamicArgs
 from kubesched.scheduler.cache import Cache
 from kubesched.scheduler.config import load_config
-from kubesched.scheduler.framework import CycleState, Framework, Handle, Registry
-from kubesched.scheduler.plugins import in_tree_registry
+from kubesched.scheduler.framework import Catalogue, CycleState, Framework, Handle
+from kubesched.scheduler.plugins import in_tree_catalogue
 
 # The KubeSchedulerConfiguration of the founding document, verbatim.
 FOUNDING_V1BETA2 = """\
@@ -52,14 +53,12 @@ WITH_FILTER_V1 = FOUNDING_V1.replace(
 )
 
 
-def registry() -> Registry:
-    reg = in_tree_registry()
-    register(reg)
-    return reg
+def registry() -> Catalogue:
+    return full_catalogue()
 
 
 def framework(text: str, cache: Cache) -> Framework:
-    profile = load_config(text, plugin_registry=PLUGIN_SPECS).profiles[0]
+    profile = load_config(text, catalogue=registry()).profiles[0]
     fw = Framework.from_profile(profile, registry(), Handle(cache=cache), seed=7)
     fw.plugin("Dynamic").clock = lambda: NOW
     return fw
@@ -69,20 +68,19 @@ def schedule(fw: Framework, cache: Cache, name: str = "p", **kw: Any) -> Any:
     return fw.schedule(CycleState(), cache.pod_info(pod(name, **kw)), record_scores=True)
 
 
-def test_spec_and_register() -> None:
-    assert PLUGIN_SPEC.name == "Dynamic" and PLUGIN_SPEC.args_model is DynamicArgs
-    assert PLUGIN_SPEC.extension_points == {"filter", "score", "postBind"}
-    reg, specs = Registry(), {}
-    register(reg, specs)
-    assert "Dynamic" in reg and specs == {"Dynamic": PLUGIN_SPEC}
+def test_definition_and_catalogue() -> None:
+    assert PLUGIN.name == "Dynamic" and PLUGIN.args is DynamicArgs
+    assert PLUGIN.extension_points == {"filter", "score", "postBind"}  # read off the class
+    reg = in_tree_catalogue().extended(PLUGIN)
+    assert "Dynamic" in reg and "Dynamic" in full_catalogue() and "Dynamic" not in in_tree_catalogue()
     with pytest.raises(ValueError, match="already registered"):
-        register(reg)
+        reg.extended(PLUGIN)
     assert isinstance(reg.create("Dynamic", None, Handle(cache=Cache())), Dynamic)
 
 
 @pytest.mark.parametrize("text", [FOUNDING_V1BETA2, FOUNDING_V1], ids=["v1beta2", "v1"])
 def test_founding_profile_loads_and_scores_by_load(text: str) -> None:
-    config = load_config(text, plugin_registry=loadaware.PLUGIN_SPECS)
+    config = load_config(text, catalogue=full_catalogue())
     profile = config.profiles[0]
     assert profile.scheduler_name == "default-scheduler"
     assert profile.plugins.score[-1] == ("Dynamic", 3)

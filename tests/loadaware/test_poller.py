@@ -18,7 +18,7 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubesched import loadaware
+from kubesched.catalogue import full_catalogue
 from kubesched.client.rest import ApiClient
 from kubesched.cluster.local import ClusterOptions, LocalCluster
 from kubesched.loadaware.args import DynamicArgs
@@ -38,9 +38,9 @@ from kubesched.loadaware.poller import (
 )
 from kubesched.loadaware.prometheus import PrometheusError, QueryResult, Sample
 from kubesched.loadaware.promql import DEFAULT_QUERY_TEMPLATE, InstanceMatch, render_query, selectors
+from kubesched.loadaware.sources import InMemoryLoadStore
 from kubesched.scheduler.config import load_config
 from kubesched.scheduler.framework import CycleState
-from kubesched.scheduler.plugins import in_tree_registry
 from kubesched.scheduler.scheduler import Scheduler
 
 CPU5, MEM5, CPU1H = "cpu_usage_avg_5m", "mem_usage_avg_5m", "cpu_usage_max_avg_1h"
@@ -300,7 +300,7 @@ profiles:
     plugins:
       filter: {{enabled: [{{name: Dynamic}}]}}
 """
-    return load_config(text, plugin_registry=loadaware.PLUGIN_SPECS)
+    return load_config(text, catalogue=full_catalogue())
 
 
 POLICY = """\
@@ -322,9 +322,7 @@ def policy_file(tmp_path: Path) -> Path:
 
 
 def scheduler(client: ApiClient, config: Any) -> Scheduler:
-    plugins = in_tree_registry()
-    loadaware.register(plugins)
-    return Scheduler(config, client, registry=plugins)
+    return Scheduler(config, client, catalogue=full_catalogue())
 
 
 async def test_direct_mode_poller_fills_the_store_and_the_plugin_filters_on_it(
@@ -342,7 +340,7 @@ async def test_direct_mode_poller_fills_the_store_and_the_plugin_filters_on_it(
         tasks = start_pollers(sched.frameworks, sched.informers["nodes"].list)
         assert len(tasks) == 1  # the annotation-mode profile needs no poller
         dyn: Dynamic = sched.frameworks["default-scheduler"].plugin("Dynamic")
-        store = sched.frameworks["default-scheduler"].handle.shared[loadaware.LOAD_STORE_KEY]
+        store = sched.frameworks["default-scheduler"].handle.singletons.find(InMemoryLoadStore)
         assert dyn.source.store is store
         await eventually(lambda: store.sample(n0, MEM5) is not None)
         assert store.sample(n0, CPU5)[0] == pytest.approx(0.9)
@@ -438,7 +436,7 @@ async def test_rebuild_hot_values_from_recent_scheduled_events(
     assert dyn.hot_values.hot_value(n1, windows, time.time()) == 0
     plain = load_config(
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
-        plugin_registry=loadaware.PLUGIN_SPECS,
+        catalogue=full_catalogue(),
     )
     assert await rebuild_hot_values_from_api(client, scheduler(client, plain).frameworks) == 0
 

@@ -14,15 +14,12 @@ from pydantic import BaseModel, ConfigDict
 
 from kubesched.scheduler.config import (
     EXTENSION_POINTS,
-    KNOWN_PLUGINS,
     V1,
     V1BETA2,
     V1BETA3,
     ConfigError,
     ExtensionPoint,
     FieldError,
-    NodeResourcesFitArgs,
-    PluginSpec,
     ProfilePlugins,
     SchedulerConfiguration,
     default_config,
@@ -34,12 +31,27 @@ from kubesched.scheduler.config.errors import invalid
 from kubesched.scheduler.config.merge import expand_multi_point, merge_plugin_set
 from kubesched.scheduler.config.plugins import point_attribute
 from kubesched.scheduler.config.types import PluginEntry, PluginSet
+from kubesched.scheduler.framework.catalogue import POINT_METHODS, Catalogue, PluginDefinition
+from kubesched.scheduler.plugins import in_tree_catalogue
+from kubesched.scheduler.plugins.node_resources_fit import NodeResourcesFitArgs
 
 CONFIGS = Path(__file__).parent / "configs"
 P = ExtensionPoint
 
-DYNAMIC = PluginSpec("Dynamic", frozenset({P.FILTER, P.SCORE, P.POST_BIND}))
-CRANE = {"Dynamic": DYNAMIC}
+
+
+def spec(name: str, *points: str, args: Any = None) -> PluginDefinition:
+    """A definition for configuration tests: a class with just the methods of ``points``."""
+    cls = type(name, (), {POINT_METHODS[p]: (lambda self, *a: None) for p in points})
+    return PluginDefinition(name, cls, args)
+
+
+def with_plugins(*definitions: PluginDefinition) -> Catalogue:
+    return in_tree_catalogue().extended(*definitions)
+
+
+DYNAMIC = spec("Dynamic", P.FILTER, P.SCORE, P.POST_BIND)
+CRANE = with_plugins(DYNAMIC)
 
 
 def doc(body: str = "", version: str = "v1") -> str:
@@ -141,11 +153,8 @@ def test_v1_default_score_weights_and_dropped_plugins() -> None:
 
 
 def test_unimplemented_defaults_are_kept_when_the_registry_knows_them() -> None:
-    volume_binding = PluginSpec(
-        "VolumeBinding",
-        frozenset({P.PRE_FILTER, P.FILTER, P.PRE_SCORE, P.SCORE, P.RESERVE, P.PRE_BIND}),
-    )
-    profile = default_config(plugin_registry={"VolumeBinding": volume_binding}).profiles[0]
+    volume_binding = spec("VolumeBinding", P.PRE_FILTER, P.FILTER, P.PRE_SCORE, P.SCORE, P.RESERVE, P.PRE_BIND)
+    profile = default_config(catalogue=with_plugins(volume_binding)).profiles[0]
     assert names(profile.plugins.pre_filter) == [
         "NodeAffinity",
         "NodePorts",
@@ -262,7 +271,7 @@ def test_every_version_loads_a_minimal_document(version: str) -> None:
 
 
 def test_founding_document_v1beta2_profile_with_dynamic() -> None:
-    config = load_config(CONFIGS / "crane-founding-v1beta2.yaml", plugin_registry=CRANE)
+    config = load_config(CONFIGS / "crane-founding-v1beta2.yaml", catalogue=CRANE)
     assert config.api_version == V1BETA2
     profile = config.profile("default-scheduler")
     # Dynamic is appended after the v1beta2 default score plugins, whose weights sum to 8.
@@ -294,7 +303,7 @@ def test_founding_document_without_dynamic_is_an_unknown_plugin_error() -> None:
 
 
 def test_crane_shipped_config_enables_dynamic_filter() -> None:
-    profile = load_config(CONFIGS / "crane-shipped-v1beta2.yaml", plugin_registry=CRANE).profiles[0]
+    profile = load_config(CONFIGS / "crane-shipped-v1beta2.yaml", catalogue=CRANE).profiles[0]
     assert names(profile.plugins.filter)[-1] == "Dynamic"
     assert profile.plugins.score_weights["Dynamic"] == 3
     assert profile.args("Dynamic") == {"policyConfigPath": "/etc/kubernetes/policy.yaml"}
@@ -302,7 +311,7 @@ def test_crane_shipped_config_enables_dynamic_filter() -> None:
 
 def test_dynamic_at_a_point_it_does_not_implement_is_an_error() -> None:
     body = "profiles:\n- plugins:\n    reserve:\n      enabled: [{name: Dynamic}]\n"
-    assert errors_of(doc(body), plugin_registry=CRANE) == [
+    assert errors_of(doc(body), catalogue=CRANE) == [
         'profiles[0].plugins.reserve.enabled[0].name: Invalid value: "Dynamic": plugin does not implement '
         "the reserve extension point (it implements: filter, score, postBind)"
     ]
@@ -320,8 +329,8 @@ def test_out_of_tree_args_model_is_decoded_and_validated() -> None:
                 ]
             return []
 
-    registry = {"Dynamic": dataclasses.replace(DYNAMIC, args_model=DynamicArgs)}
-    profile = default_config(plugin_registry=registry).profiles[0]
+    registry = with_plugins(spec("Dynamic", P.FILTER, P.SCORE, P.POST_BIND, args=DynamicArgs))
+    profile = default_config(catalogue=registry).profiles[0]
     assert "Dynamic" not in profile.plugin_args  # not enabled by default
 
     def with_args(args: str) -> str:
@@ -330,24 +339,26 @@ def test_out_of_tree_args_model_is_decoded_and_validated() -> None:
             f"  pluginConfig:\n  - name: Dynamic\n    args: {args}\n"
         )
 
-    profile = load_config(with_args("{policyConfigPath: /etc/p.yaml}"), plugin_registry=registry).profiles[0]
+    profile = load_config(with_args("{policyConfigPath: /etc/p.yaml}"), catalogue=registry).profiles[0]
     assert profile.args("Dynamic") == DynamicArgs(policyConfigPath="/etc/p.yaml")
     assert names(profile.plugins.filter)[-1] == "Dynamic" and profile.plugins.score[-1] == ("Dynamic", 3)
-    assert errors_of(with_args("{promeAddr: x}"), plugin_registry=registry) == [
+    assert errors_of(with_args("{promeAddr: x}"), catalogue=registry) == [
         "profiles[0].pluginConfig[0].args.promeAddr: Unknown field"
     ]
-    assert errors_of(with_args("{policyConfigPath: rel.yaml}"), plugin_registry=registry) == [
+    assert errors_of(with_args("{policyConfigPath: rel.yaml}"), catalogue=registry) == [
         'profiles[0].pluginConfig[0].args.policyConfigPath: Invalid value: "rel.yaml": must be an absolute path'
     ]
 
 
-def test_registry_must_be_consistent() -> None:
-    with pytest.raises(ValueError, match="does not match"):
-        default_config(plugin_registry={"Dyn": DYNAMIC})
-    with pytest.raises(ValueError, match="unknown extension points"):
-        PluginSpec("X", frozenset({"normalizeScore"}))
+def test_catalogue_must_be_consistent() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        with_plugins(spec("NodeName", P.FILTER))
+    with pytest.raises(TypeError, match="plugin_type"):
+        PluginDefinition("X", lambda args, handle: None)
     with pytest.raises(TypeError, match="pydantic BaseModel"):
-        PluginSpec("X", frozenset({P.SCORE}), args_model=dict)
+        spec("X", P.SCORE, args=dict)
+    # The points are read off the class: a method that is no extension point adds none.
+    assert spec("X", P.SCORE).extension_points == {P.SCORE}
 
 
 # --- documented kube-scheduler examples ---------------------------------------------------------------------
@@ -364,10 +375,8 @@ def test_multiple_profiles_one_without_scoring() -> None:
 
 
 def test_disable_a_score_plugin_and_add_custom_ones() -> None:
-    registry = {
-        name: PluginSpec(name, frozenset({P.SCORE})) for name in ("MyCustomPluginA", "MyCustomPluginB")
-    }
-    profile = load_config(CONFIGS / "disable-score-plugin.yaml", plugin_registry=registry).profiles[0]
+    registry = with_plugins(*(spec(name, P.SCORE) for name in ("MyCustomPluginA", "MyCustomPluginB")))
+    profile = load_config(CONFIGS / "disable-score-plugin.yaml", catalogue=registry).profiles[0]
     assert [tuple(r) for r in profile.plugins.score] == [
         # multiPoint defaults still flow in, minus the disabled one; the specific ones come after.
         ("TaintToleration", 3),
@@ -384,12 +393,12 @@ def test_disable_a_score_plugin_and_add_custom_ones() -> None:
 
 
 def test_documented_multipoint_example() -> None:
-    registry = {
-        "CustomQueueSort": PluginSpec("CustomQueueSort", frozenset({P.QUEUE_SORT})),
-        "CustomPlugin1": PluginSpec("CustomPlugin1", frozenset({P.PRE_FILTER, P.FILTER, P.SCORE})),
-        "CustomPlugin2": PluginSpec("CustomPlugin2", frozenset({P.RESERVE, P.PERMIT})),
-    }
-    profile = load_config(CONFIGS / "multipoint.yaml", plugin_registry=registry).profiles[0]
+    registry = with_plugins(
+        spec("CustomQueueSort", P.QUEUE_SORT),
+        spec("CustomPlugin1", P.PRE_FILTER, P.FILTER, P.SCORE),
+        spec("CustomPlugin2", P.RESERVE, P.PERMIT),
+    )
+    profile = load_config(CONFIGS / "multipoint.yaml", catalogue=registry).profiles[0]
     assert names(profile.plugins.queue_sort) == ["CustomQueueSort"]
     assert "NodeName" not in names(profile.plugins.filter)
     assert names(profile.plugins.filter)[-1] == "CustomPlugin1"
@@ -525,7 +534,7 @@ def test_specific_weight_beats_multipoint_weight_and_disable_is_per_point() -> N
         "    score:\n      enabled: [{name: Dynamic, weight: 9}]\n"
         "    filter:\n      disabled: [{name: Dynamic}]\n"
     )
-    plugins = load_config(doc(body), plugin_registry=CRANE).profiles[0].plugins
+    plugins = load_config(doc(body), catalogue=CRANE).profiles[0].plugins
     assert plugins.score[0] == ("Dynamic", 9)
     assert "Dynamic" not in names(plugins.filter)
     assert names(plugins.post_bind) == ["Dynamic"]
@@ -533,7 +542,7 @@ def test_specific_weight_beats_multipoint_weight_and_disable_is_per_point() -> N
 
 def test_duplicates_in_one_point_are_errors() -> None:
     body = "profiles:\n- plugins:\n    multiPoint:\n      enabled: [{name: Dynamic}, {name: Dynamic}]\n"
-    assert errors_of(doc(body), plugin_registry=CRANE) == [
+    assert errors_of(doc(body), catalogue=CRANE) == [
         'profiles[0].plugins.multiPoint.enabled[1]: Duplicate value: "Dynamic"'
     ]
     body = "profiles:\n- plugins:\n    score:\n      enabled: [{name: ImageLocality}, {name: ImageLocality, weight: 2}]\n"
@@ -763,16 +772,16 @@ def test_v1beta2_rejects_fields_it_never_had() -> None:
 
 
 def test_queue_sort_must_be_the_same_for_all_profiles() -> None:
-    registry = {"OtherSort": PluginSpec("OtherSort", frozenset({P.QUEUE_SORT}))}
+    registry = with_plugins(spec("OtherSort", P.QUEUE_SORT))
     body = (
         "profiles:\n- schedulerName: a\n- schedulerName: b\n  plugins:\n    queueSort:\n"
         "      disabled: [{name: '*'}]\n      enabled: [{name: OtherSort}]\n"
     )
-    assert errors_of(doc(body), plugin_registry=registry) == [
+    assert errors_of(doc(body), catalogue=registry) == [
         'profiles[1].plugins.queueSort: Invalid value: ["OtherSort"]: must be the same for all profiles'
     ]
     two_sorts = "profiles:\n- plugins:\n    queueSort:\n      enabled: [{name: OtherSort}]\n"
-    assert errors_of(doc(two_sorts), plugin_registry=registry) == [
+    assert errors_of(doc(two_sorts), catalogue=registry) == [
         "profiles[0].plugins.queueSort: Invalid value: 2: only one queue sort plugin required for profile with "
         'scheduler name "default-scheduler", but got 2'
     ]
@@ -959,17 +968,18 @@ def test_profile_plugins_fields_cover_every_extension_point() -> None:
         plugins["normalizeScore"]
 
 
-def test_known_plugins_table_is_the_in_tree_set() -> None:
-    assert set(KNOWN_PLUGINS) == {
+def test_in_tree_catalogue_is_the_in_tree_set() -> None:
+    known = in_tree_catalogue()
+    assert set(known) == {
         "PrioritySort", "SchedulingGates", "NodeName", "NodePorts", "NodeUnschedulable", "NodeResourcesFit",
         "NodeResourcesBalancedAllocation", "NodeAffinity", "TaintToleration", "PodTopologySpread",
         "InterPodAffinity", "ImageLocality", "DynamicResources", "DefaultPreemption", "DefaultBinder",
     }  # fmt: skip
-    assert KNOWN_PLUGINS["DynamicResources"].extension_points == {
+    assert known["DynamicResources"].extension_points == {
         P.PRE_ENQUEUE, P.PRE_FILTER, P.FILTER, P.POST_FILTER, P.RESERVE, P.PRE_BIND,
     }  # fmt: skip
-    assert KNOWN_PLUGINS["TaintToleration"].extension_points == {P.FILTER, P.PRE_SCORE, P.SCORE}
-    assert KNOWN_PLUGINS["DefaultBinder"].extension_points == {P.BIND}
+    assert known["TaintToleration"].extension_points == {P.FILTER, P.PRE_SCORE, P.SCORE}
+    assert known["DefaultBinder"].extension_points == {P.BIND}
 
 
 # --- durations -----------------------------------------------------------------------------------------------

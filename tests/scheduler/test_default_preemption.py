@@ -13,8 +13,9 @@ import pytest
 from kubesched.client.rest import ApiError
 from kubesched.scheduler.cache import Cache
 from kubesched.scheduler.framework import Code, CycleState, Framework, Handle, NodeToStatus, Status
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.runtime import fit_error_message
-from kubesched.scheduler.plugins import in_tree_registry
+from kubesched.scheduler.plugins import in_tree_catalogue
 from kubesched.scheduler.plugins.default_preemption import (
     NOT_ELIGIBLE_NEVER,
     NOT_ELIGIBLE_TERMINATING,
@@ -22,6 +23,7 @@ from kubesched.scheduler.plugins.default_preemption import (
     WAITING_FOR_PREEMPTION,
     Candidate,
     DefaultPreemption,
+    DefaultPreemptionArgs,
     filter_pods_with_pdb_violation,
     pick_one_node_for_preemption,
 )
@@ -204,6 +206,16 @@ class Env:
         return sorted(p.name for p in self.cache.table.pods_on(self.cache.table.index[name]).values())
 
 
+class PdbList:
+    """The PDB lister the scheduler gives plugins, over a list."""
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self.items = items
+
+    def pdbs(self) -> list[dict[str, Any]]:
+        return self.items
+
+
 def make_env(
     nodes: list[dict[str, Any]],
     pods: list[dict[str, Any]] = (),
@@ -212,7 +224,7 @@ def make_env(
     pdbs: list[dict[str, Any]] | None = None,
     args: dict[str, Any] | None = None,
     online: bool = True,
-    shared: dict[str, Any] | None = None,
+    evict: Any = None,
 ) -> Env:
     cache = Cache()
     for n in nodes:
@@ -227,15 +239,18 @@ def make_env(
         client=client,
         recorder=recorder,
         nominator=nominator,
-        shared={"pdbs": pdbs or [], **(shared or {})},
+        pdbs=PdbList(pdbs or []),
+        preemption_evict=evict,
     )
-    registry = in_tree_registry()
+    registry = in_tree_catalogue()
     names: list[str] = []
     for p in plugins:
         if isinstance(p, str):
             names.append(p)
         else:
-            registry.register(p.name, lambda a, h, p=p: p)
+            registry = registry.extended(
+                PluginDefinition(p.name, lambda a, h, p=p: p, plugin_type=type(p))
+            )
             names.append(p.name)
     filters = [n for n in names if n != FailingExtension.name]
     points = {
@@ -244,7 +259,8 @@ def make_env(
         "Filter": filters,
         "PostFilter": ["DefaultPreemption"],
     }
-    fw = Framework.from_plugins(registry, points, {"DefaultPreemption": args} if args else {}, handle, seed=1)
+    plugin_args = {"DefaultPreemption": DefaultPreemptionArgs.model_validate(args)} if args else {}
+    fw = Framework.from_plugins(registry, points, plugin_args, handle, seed=1)
     plugin = fw.plugin("DefaultPreemption")
     return Env(cache, fw, plugin, nominator, client, recorder)
 
@@ -953,7 +969,7 @@ async def test_victim_already_gone_is_not_an_error() -> None:
     assert env.client is not None
     env.client.fail[("PATCH", "v2")] = ApiError(404, "NotFound", 'pods "v2" not found')
     activated: list[list[str]] = []
-    env.plugin.handle.shared["activate"] = activated.append
+    env.plugin.handle.activate = activated.append
     got, _ = await env.post_filter(env.info(pod("p", priority=HIGH)), statuses(["node1"]))
     assert got == "node1"
     await env.plugin.wait_for_preemptions()
@@ -989,7 +1005,7 @@ async def test_failed_deletion_activates_the_pod() -> None:
     for v in ("v1", "v2"):
         env.client.fail[("DELETE", v)] = ApiError(500, "InternalError", "boom")
     activated: list[list[str]] = []
-    env.plugin.handle.shared["activate"] = activated.append
+    env.plugin.handle.activate = activated.append
     got, _ = await env.post_filter(env.info(pod("p", priority=HIGH)), statuses(["node1"]))
     assert got == "node1"
     await env.plugin.wait_for_preemptions()
@@ -1055,7 +1071,7 @@ async def test_offline_evict_hook_replaces_the_removal() -> None:
         [node("node1", ONE_POD, pods="1")],
         [pod("v1", on="node1", priority=LOW)],
         online=False,
-        shared={"preemption_evict": lambda v, p, n: evicted.append((v.name, p.name, n))},
+        evict=lambda v, p, n: evicted.append((v.name, p.name, n)),
     )
     got, _ = await env.post_filter(env.info(pod("p", priority=HIGH)), statuses(["node1"]))
     assert got == "node1"
@@ -1066,13 +1082,18 @@ async def test_offline_evict_hook_replaces_the_removal() -> None:
 # --- arguments ------------------------------------------------------------------------------------------------
 
 
+def preemption_args(**fields: int) -> DefaultPreemptionArgs:
+    return DefaultPreemptionArgs.model_validate(fields)
+
+
 def test_args_validation_and_candidate_count() -> None:
-    with pytest.raises(ValueError, match="minCandidateNodesPercentage"):
-        DefaultPreemption({"minCandidateNodesPercentage": 101}, Handle())
-    with pytest.raises(ValueError, match="cannot be zero at the same time"):
-        DefaultPreemption({"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}, Handle())
-    pl = DefaultPreemption(None, Handle())
+    # The args model is the one place args are checked (the configuration loader reports these).
+    errors = preemption_args(minCandidateNodesPercentage=101).validate_args("args")
+    assert any("minCandidateNodesPercentage" in str(e) for e in errors)
+    errors = preemption_args(minCandidateNodesPercentage=0, minCandidateNodesAbsolute=0).validate_args("args")
+    assert any("cannot be zero at the same time" in str(e) for e in errors)
+    pl = DefaultPreemption(DefaultPreemptionArgs(), Handle())
     assert [pl.calculate_num_candidates(n) for n in (0, 50, 100, 5000)] == [0, 50, 100, 500]
-    pl = DefaultPreemption({"minCandidateNodesPercentage": 40, "minCandidateNodesAbsolute": 1}, Handle())
+    pl = DefaultPreemption(preemption_args(minCandidateNodesPercentage=40, minCandidateNodesAbsolute=1), Handle())
     assert pl.calculate_num_candidates(5) == 2
     assert pl.events_to_register()[0].resource == "AssignedPod"

@@ -10,7 +10,7 @@ import numpy as np
 from kubesched.scheduler.cache import Cache
 from kubesched.scheduler.config import default_config
 from kubesched.scheduler.framework import Code, CycleState, Framework, Handle, NodeToStatus, fit_error_message
-from kubesched.scheduler.plugins import IN_TREE_PLUGINS, in_tree_registry
+from kubesched.scheduler.plugins import IN_TREE_MODULES, in_tree_catalogue
 from kubesched.scheduler.plugins.dynamic_resources import (
     NO_CLAIMS_TO_DEALLOCATE,
     DynamicResources,
@@ -50,7 +50,7 @@ CLAIMS = [{"name": "gpu", "resourceClaimName": "gpu-0"}, {"name": "nic", "resour
 
 def default_framework(cache: Cache) -> Framework:
     handle = Handle(cache=cache, nominator=Nominator())
-    return Framework.from_profile(default_config().profiles[0], in_tree_registry(), handle, seed=1)
+    return Framework.from_profile(default_config().profiles[0], in_tree_catalogue(), handle, seed=1)
 
 
 # --- the plugin's answers -----------------------------------------------------------------------------------
@@ -92,8 +92,8 @@ async def test_a_pod_with_claims_is_refused_as_unresolvable() -> None:
 
 
 def test_registered_in_tree_and_in_the_136_default_profile() -> None:
-    assert IN_TREE_PLUGINS["DynamicResources"] == "dynamic_resources"
-    assert "DynamicResources" in in_tree_registry()
+    assert "dynamic_resources" in IN_TREE_MODULES
+    assert "DynamicResources" in in_tree_catalogue()
     plugins = default_config().profiles[0].plugins
     assert [r.name for r in plugins.post_filter] == ["DynamicResources", "DefaultPreemption"]
     assert [r.name for r in plugins.pre_enqueue] == [

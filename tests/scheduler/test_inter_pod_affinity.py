@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from kubesched.scheduler.cache import Cache
+from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import Code, CycleState
-from kubesched.scheduler.framework.registry import Handle
 from kubesched.scheduler.plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY,
     ERR_REASON_ANTI_AFFINITY,
     ERR_REASON_EXISTING_ANTI_AFFINITY,
     InterPodAffinity,
+    InterPodAffinityArgs,
 )
 from kubesched.scheduler.podinfo import PodInfo
 
@@ -23,7 +24,7 @@ _uid = itertools.count()
 
 
 class FakeNamespaces:
-    """Namespaces as the scheduler would share them in ``Handle.shared["namespaces"]``."""
+    """Namespaces as the scheduler gives them in ``Handle.namespaces``."""
 
     def __init__(self, labels: dict[str, dict[str, str]]):
         self._objs = {n: {"metadata": {"name": n, "labels": lab}} for n, lab in labels.items()}
@@ -109,7 +110,8 @@ class World:
             self.cache.on_node_add(n)
         for p in pods:
             self.cache.on_pod_add(p)
-        self.plugin = InterPodAffinity(args, Handle(cache=self.cache, shared={"namespaces": NAMESPACES}))
+        model = InterPodAffinityArgs.model_validate(args or {})
+        self.plugin = InterPodAffinity(model, Handle(cache=self.cache, namespaces=NAMESPACES))
 
     @property
     def table(self) -> Any:
@@ -836,8 +838,8 @@ def test_hard_pod_affinity_weight() -> None:
     assert w.scores(pod(S1)) == [0, 100]
     w = World(nodes, pods, {"hardPodAffinityWeight": 0})
     assert w.scores(pod(S1)) == Code.SKIP
-    with pytest.raises(ValueError):
-        InterPodAffinity({"hardPodAffinityWeight": 101}, None)
+    # The args model is the one place args are checked (the configuration loader reports these).
+    assert InterPodAffinityArgs.model_validate({"hardPodAffinityWeight": 101}).validate_args("args")
 
 
 def test_normalize_min_max() -> None:
@@ -853,8 +855,6 @@ def test_normalize_min_max() -> None:
 
 
 def test_args_from_pydantic_model_and_events() -> None:
-    from kubesched.scheduler.config.args import InterPodAffinityArgs
-
     plugin = InterPodAffinity(InterPodAffinityArgs(hard_pod_affinity_weight=7), None)
     assert plugin.hard_pod_affinity_weight == 7
     actions = {(e.resource, e.action) for e in plugin.events_to_register()}
@@ -866,7 +866,8 @@ def test_args_from_pydantic_model_and_events() -> None:
 
 def test_through_framework() -> None:
     from kubesched.scheduler.framework.runtime import Framework
-    from kubesched.scheduler.plugins import in_tree_registry
+    from kubesched.scheduler.plugins import in_tree_catalogue
+    from kubesched.scheduler.plugins.pod_topology_spread_args import PodTopologySpreadArgs
 
     cache = Cache()
     for i in range(6):
@@ -879,9 +880,9 @@ def test_through_framework() -> None:
         "Score": [(n, 2) for n in names],
     }
     fw = Framework.from_plugins(
-        in_tree_registry(),
+        in_tree_catalogue(),
         points,
-        {"PodTopologySpread": {"defaultingType": "List"}},
+        {"PodTopologySpread": PodTopologySpreadArgs(defaulting_type="List")},
         Handle(cache=cache),
         seed=1,
     )

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubesched.scheduler.cache import Cache
+from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import ClusterEvent, Code, CycleState
-from kubesched.scheduler.framework.registry import Handle
 from kubesched.scheduler.plugins.node_affinity import (
     ERR_REASON_CONFLICT,
     ERR_REASON_ENFORCED,
@@ -25,9 +25,15 @@ from kubesched.scheduler.plugins.node_affinity import (
     label_codes,
     parse_int64,
 )
+from kubesched.scheduler.plugins.node_affinity_args import NodeAffinityArgs
 from kubesched.scheduler.podinfo import PodInfo
 
 _uid = itertools.count()
+
+
+def affinity_args(args: dict[str, Any] | None) -> NodeAffinityArgs:
+    """The args as the configuration loader builds them (wire form in)."""
+    return NodeAffinityArgs.model_validate(args or {})
 
 
 def make_node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -77,7 +83,7 @@ def filter_one(
     """PreFilter result/status and the Filter reason (None = passes) for one node, as upstream's TestNodeAffinity."""
     cache = Cache()
     cache.on_node_add(make_node(node_name, labels))
-    plugin = NodeAffinity(args, Handle(cache=cache))
+    plugin = NodeAffinity(affinity_args(args), Handle(cache=cache))
     pod = make_pod(cache, spec)
     state = CycleState()
     pre = plugin.pre_filter(state, pod, cache.table) if run_pre_filter else None
@@ -257,7 +263,7 @@ def test_filter_many_nodes_vectorised() -> None:
     cache = Cache()
     for i in range(10):
         cache.on_node_add(make_node(f"n{i}", {"zone": f"z{i % 3}", "rank": str(i)}))
-    plugin = NodeAffinity(None, Handle(cache=cache))
+    plugin = NodeAffinity(affinity_args(None), Handle(cache=cache))
     pod = make_pod(
         cache, required({"matchExpressions": [expr("zone", "NotIn", "z0"), expr("rank", "Gt", "3")]})
     )
@@ -309,7 +315,7 @@ def scores(
     cache = Cache()
     for i, labels in enumerate(nodes):
         cache.on_node_add(make_node(f"node{i + 1}", labels))
-    plugin = NodeAffinity(args, Handle(cache=cache))
+    plugin = NodeAffinity(affinity_args(args), Handle(cache=cache))
     spec = {}
     if preferred is not None:
         spec = {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}}
@@ -343,7 +349,7 @@ def test_score_without_pre_score() -> None:
     cache = Cache()
     for i, labels in enumerate([LABEL1, LABEL5, LABEL2]):
         cache.on_node_add(make_node(f"node{i}", labels))
-    plugin = NodeAffinity(None, Handle(cache=cache))
+    plugin = NodeAffinity(affinity_args(None), Handle(cache=cache))
     spec = {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": AFFINITY2}}}
     pod = make_pod(cache, spec)
     state = CycleState()
@@ -356,13 +362,13 @@ def test_invalid_preferred_term_is_an_error() -> None:
     bad = [{"weight": 1, "preference": {"matchExpressions": [expr("foo", "Gt", "x")]}}]
     cache = Cache()
     cache.on_node_add(make_node("n", {}))
-    plugin = NodeAffinity(None, None)
+    plugin = NodeAffinity(affinity_args(None), None)
     pod = make_pod(
         cache, {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": bad}}}
     )
     assert plugin.pre_score(CycleState(), pod, cache.table, cache.table.slots()).code == Code.ERROR
     with pytest.raises(ValueError, match="addedAffinity"):
-        NodeAffinity({"addedAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": bad}}, None)
+        NodeAffinity(affinity_args({"addedAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": bad}}), None)
 
 
 def test_default_normalize() -> None:
@@ -373,8 +379,6 @@ def test_default_normalize() -> None:
 
 
 def test_args_from_pydantic_model() -> None:
-    from kubesched.scheduler.config.args import NodeAffinityArgs
-
     model = NodeAffinityArgs.model_validate(
         {"addedAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [PREF_FOO]}}
     )
@@ -382,7 +386,7 @@ def test_args_from_pydantic_model() -> None:
 
 
 def test_events() -> None:
-    events = NodeAffinity(None, None).events_to_register()
+    events = NodeAffinity(affinity_args(None), None).events_to_register()
     assert ClusterEvent("Node", "Add") in events and ClusterEvent("Node", "UpdateNodeLabel") in events
 
 

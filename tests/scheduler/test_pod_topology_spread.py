@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from kubesched.scheduler.cache import Cache
+from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import Code, CycleState
-from kubesched.scheduler.framework.registry import Handle
 from kubesched.scheduler.plugins.node_affinity import LabelSelector
 from kubesched.scheduler.plugins.pod_topology_spread import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
@@ -21,6 +21,7 @@ from kubesched.scheduler.plugins.pod_topology_spread import (
     PodMatcher,
     PodTopologySpread,
 )
+from kubesched.scheduler.plugins.pod_topology_spread_args import PodTopologySpreadArgs
 from kubesched.scheduler.podinfo import PodInfo
 
 _uid = itertools.count()
@@ -99,14 +100,15 @@ def existing(spec: str) -> list[dict[str, Any]]:
 
 class World:
     def __init__(
-        self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = (), args: Any = LIST, **shared: Any
+        self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = (), args: Any = LIST, workloads: Any = None
     ):
         self.cache = Cache()
         for n in nodes:
             self.cache.on_node_add(n)
         for p in pods:
             self.cache.on_pod_add(p)
-        self.plugin = PodTopologySpread(args, Handle(cache=self.cache, shared=shared))
+        model = PodTopologySpreadArgs.model_validate(args or {})
+        self.plugin = PodTopologySpread(model, Handle(cache=self.cache, workloads=workloads))
 
     @property
     def table(self) -> Any:
@@ -521,7 +523,7 @@ def test_score_namespace_and_terminating() -> None:
 
 
 class FakeWorkloads:
-    """Services / owners as the scheduler would share them in ``Handle.shared["workloads"]``."""
+    """Services / owners as the scheduler gives them in ``Handle.workloads``."""
 
     def __init__(self, services: list[dict[str, Any]], objects: dict[tuple[str, str, str], dict[str, Any]]):
         self._services = services
@@ -615,10 +617,9 @@ def test_list_defaulting_and_own_constraints() -> None:
 
 
 def test_args_validation_and_models() -> None:
-    from kubesched.scheduler.config.args import PodTopologySpreadArgs
-
-    with pytest.raises(ValueError):
-        PodTopologySpread({"defaultingType": "System", "defaultConstraints": [soft(1, "zone", None)]}, None)
+    # The args model is the one place args are checked (the configuration loader reports these).
+    bad = {"defaultingType": "System", "defaultConstraints": [soft(1, "zone", None)]}
+    assert PodTopologySpreadArgs.model_validate(bad).validate_args("args")
     model = PodTopologySpreadArgs.model_validate(
         {"defaultingType": "List", "defaultConstraints": [soft(2, "zone", None)]}
     )
@@ -630,7 +631,7 @@ def test_args_validation_and_models() -> None:
 
 
 def test_events() -> None:
-    actions = {(e.resource, e.action) for e in PodTopologySpread(None, None).events_to_register()}
+    actions = {(e.resource, e.action) for e in PodTopologySpread(PodTopologySpreadArgs(), None).events_to_register()}
     assert {
         ("Pod", "Add"),
         ("Pod", "Delete"),

@@ -375,7 +375,13 @@ async def test_gated_pods_wait_aside_until_their_gates_are_removed() -> None:
 
 
 async def test_assigned_pod_moves_pods_waiting_for_affinity_or_spread() -> None:
-    q = new_queue(FakeClock())
+    from kubesched.scheduler.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
+    from kubesched.scheduler.plugins.pod_topology_spread import PodTopologySpread
+    from kubesched.scheduler.plugins.pod_topology_spread_args import PodTopologySpreadArgs
+
+    # The plugins' queueing hints decide which waiting pods a bound pod may help.
+    hints = (InterPodAffinity(InterPodAffinityArgs(), None), PodTopologySpread(PodTopologySpreadArgs(), None))
+    q = new_queue(FakeClock(), assigned_pod_hints=hints)
     affinity = {
         "podAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [

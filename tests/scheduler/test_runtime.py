@@ -10,20 +10,20 @@ import pytest
 
 from kubesched.scheduler.cache import Cache
 from kubesched.scheduler.framework import (
+    Catalogue,
     Code,
     CycleState,
     Filtered,
     Framework,
     Handle,
     NodeToStatus,
+    PluginDefinition,
     PreFilterResult,
-    Registry,
     Status,
     fit_error_message,
-    get_arg,
     num_feasible_nodes_to_find,
 )
-from kubesched.scheduler.plugins import in_tree_registry
+from kubesched.scheduler.plugins import in_tree_catalogue
 from kubesched.scheduler.podinfo import PodInfo, QueuedPodInfo
 
 
@@ -107,8 +107,10 @@ class PreFilterWith:
         raise AssertionError("filter of a plugin whose PreFilter skipped must not run")
 
 
-def registry_of(*plugins: Any) -> Registry:
-    return Registry({p.name: (lambda args, handle, p=p: p) for p in plugins})
+def registry_of(*plugins: Any) -> Catalogue:
+    return Catalogue(
+        PluginDefinition(p.name, lambda args, handle, p=p: p, plugin_type=type(p)) for p in plugins
+    )
 
 
 def framework(cache: Cache, points: dict[str, list[Any]], *plugins: Any, **kwargs: Any) -> Framework:
@@ -198,7 +200,7 @@ def test_failed_scheduling_with_the_default_plugins() -> None:
         "Filter": ["NodeUnschedulable", "NodeName", "TaintToleration", "NodePorts", "NodeResourcesFit"],
         "Score": [("NodeResourcesFit", 1), ("TaintToleration", 3)],
     }
-    fw = Framework.from_plugins(in_tree_registry(), points, {}, Handle(cache=cache))
+    fw = Framework.from_plugins(in_tree_catalogue(), points, {}, Handle(cache=cache))
     result = fw.schedule(CycleState(), info(cache, pod(cpu="2")), record_scores=True)
     assert result.node is None and result.status.code == Code.UNSCHEDULABLE
     assert result.status.message() == (
@@ -229,7 +231,7 @@ def test_least_allocated_node_wins() -> None:
         "Filter": ["NodeResourcesFit"],
         "Score": [("NodeResourcesFit", 1)],
     }
-    fw = Framework.from_plugins(in_tree_registry(), points, {}, Handle(cache=cache), seed=1)
+    fw = Framework.from_plugins(in_tree_catalogue(), points, {}, Handle(cache=cache), seed=1)
     result = fw.schedule(CycleState(), info(cache, pod(cpu="1")), record_scores=True)
     assert result.node == "big" and result.ok
     assert (
@@ -401,7 +403,7 @@ def test_nominated_pods_hold_their_room() -> None:
         "Filter": ["NodeResourcesFit"],
         "Score": [("NodeResourcesFit", 1)],
     }
-    fw = Framework.from_plugins(in_tree_registry(), points, {}, handle, seed=3)
+    fw = Framework.from_plugins(in_tree_catalogue(), points, {}, handle, seed=3)
     low = info(cache, pod("low", cpu="1", priority=0))
     for _ in range(5):
         assert fw.schedule(CycleState(), low).node == "b"
@@ -417,7 +419,7 @@ def test_nominated_pods_hold_their_room() -> None:
 def test_run_filters_for_preemption() -> None:
     cache = cluster(node("a", cpu="1"), node("b", cpu="4"))
     points = {"PreFilter": ["NodeResourcesFit"], "Filter": ["NodeResourcesFit"]}
-    fw = Framework.from_plugins(in_tree_registry(), points, {}, Handle(cache=cache))
+    fw = Framework.from_plugins(in_tree_catalogue(), points, {}, Handle(cache=cache))
     pi = info(cache, pod(cpu="2"))
     state = CycleState()
     _, s, _ = fw.run_pre_filter(state, pi)
@@ -446,7 +448,7 @@ def test_point_spellings_weights_and_protocol_checks() -> None:
     with pytest.raises(ValueError):
         framework(cache, {"Nope": [s]}, s)
     with pytest.raises(KeyError):
-        Framework.from_plugins(Registry(), {"Filter": ["Missing"]}, {}, Handle(cache=cache))
+        Framework.from_plugins(Catalogue(), {"Filter": ["Missing"]}, {}, Handle(cache=cache))
 
 
 def test_plugins_get_their_args_and_a_handle_pointing_back() -> None:
@@ -461,7 +463,8 @@ def test_plugins_get_their_args_and_a_handle_pointing_back() -> None:
         def filter(self, *a: Any) -> Filtered:
             return Filtered.all_pass(0)
 
-    fw = Framework.from_plugins(Registry({"P": P}), {"Filter": ["P"]}, {"P": {"x": 1}}, Handle(cache=Cache()))
+    catalogue = Catalogue([PluginDefinition("P", P)])
+    fw = Framework.from_plugins(catalogue, {"Filter": ["P"]}, {"P": {"x": 1}}, Handle(cache=Cache()))
     assert got["args"] == {"x": 1} and got["handle"].framework is fw and fw.plugin("P").name == "P"
 
 
@@ -480,23 +483,11 @@ def test_from_profile() -> None:
     )
     cache = cluster(node("a"))
     fw = Framework.from_profile(
-        profile, in_tree_registry(), Handle(cache=cache), percentage_of_nodes_to_score=50
+        profile, in_tree_catalogue(), Handle(cache=cache), percentage_of_nodes_to_score=50
     )
     assert fw.scheduler_name == "mine" and fw.score_weights == {"NodeResourcesFit": 3}
     assert fw.percentage_of_nodes_to_score == 50 and fw.points["Bind"] == ["DefaultBinder"]
     assert fw.schedule(CycleState(), info(cache, pod())).node == "a"
-
-
-def test_get_arg_reads_dicts_models_and_objects() -> None:
-    assert get_arg({"scoringStrategy": 1}, "scoringStrategy") == 1
-    assert get_arg({"scoring_strategy": 2}, "scoringStrategy") == 2
-    assert get_arg(None, "x", 5) == 5
-
-    class Obj:
-        hard_pod_affinity_weight = 3
-
-    assert get_arg(Obj(), "hardPodAffinityWeight") == 3
-    assert get_arg(Obj(), "missing", "d") == "d"
 
 
 # --- the other extension points -------------------------------------------------------------------------------
@@ -622,7 +613,7 @@ async def test_post_filter_collects_rejections() -> None:
 def test_queue_sort_key_and_events() -> None:
     cache = Cache()
     fw = Framework.from_plugins(
-        in_tree_registry(),
+        in_tree_catalogue(),
         {"QueueSort": ["PrioritySort"], "Filter": ["NodeResourcesFit", "TaintToleration"]},
         {},
         Handle(cache=cache),
@@ -648,5 +639,5 @@ def test_works_with_the_queue_nominator() -> None:
         "Filter": ["NodeResourcesFit"],
         "Score": [("NodeResourcesFit", 1)],
     }
-    fw = Framework.from_plugins(in_tree_registry(), points, {}, handle, seed=3)
+    fw = Framework.from_plugins(in_tree_catalogue(), points, {}, handle, seed=3)
     assert {fw.schedule(CycleState(), info(cache, pod("low", cpu="1"))).node for _ in range(5)} == {"b"}

@@ -1,6 +1,6 @@
 """KubeSchedulerConfiguration loading: parse, default, merge with the default plugins, validate.
 
-    config = load_config("/etc/kubernetes/scheduler-config.yaml", plugin_registry={"Dynamic": dynamic_spec})
+    config = load_config("/etc/kubernetes/scheduler-config.yaml", catalogue=full_catalogue())
     profile = config.profile("default-scheduler")
     profile.plugins.score          # (PluginRef("TaintToleration", 3), ...)
     profile.args("NodeResourcesFit").scoring_strategy.type
@@ -9,34 +9,11 @@
 upstream-style field errors.
 """
 
-from .args import (
-    ArgsModel,
-    DefaultPreemptionArgs,
-    InterPodAffinityArgs,
-    NodeAffinityArgs,
-    NodeResourcesBalancedAllocationArgs,
-    NodeResourcesFitArgs,
-    PodTopologySpreadArgs,
-    RequestedToCapacityRatioParam,
-    ResourceSpec,
-    ScoringStrategy,
-    TopologySpreadConstraint,
-    UtilizationShapePoint,
-    ValidatesArgs,
-    system_default_constraints,
-)
+from .args import ArgsModel, ResourceSpec, ValidatesArgs
 from .duration import DurationError, format_duration, parse_duration
 from .errors import ConfigError, ErrorType, FieldError
 from .load import default_config, load_config, parse_document
-from .plugins import (
-    EXTENSION_POINTS,
-    KNOWN_PLUGINS,
-    MULTI_POINT,
-    UPSTREAM_UNIMPLEMENTED,
-    ExtensionPoint,
-    PluginSpec,
-    build_registry,
-)
+from .plugins import EXTENSION_POINTS, MULTI_POINT, UPSTREAM_UNIMPLEMENTED, ExtensionPoint
 from .types import (
     DEFAULT_SCHEDULER_NAME,
     SUPPORTED_API_VERSIONS,
@@ -57,7 +34,6 @@ from .types import (
 __all__ = [
     "DEFAULT_SCHEDULER_NAME",
     "EXTENSION_POINTS",
-    "KNOWN_PLUGINS",
     "MULTI_POINT",
     "SUPPORTED_API_VERSIONS",
     "UPSTREAM_UNIMPLEMENTED",
@@ -67,36 +43,23 @@ __all__ = [
     "ArgsModel",
     "ClientConnectionConfig",
     "ConfigError",
-    "DefaultPreemptionArgs",
     "DurationError",
     "ErrorType",
     "Extender",
     "ExtensionPoint",
     "FieldError",
-    "InterPodAffinityArgs",
     "LeaderElectionConfig",
-    "NodeAffinityArgs",
-    "NodeResourcesBalancedAllocationArgs",
-    "NodeResourcesFitArgs",
     "PluginEntry",
     "PluginRef",
     "PluginSet",
-    "PluginSpec",
-    "PodTopologySpreadArgs",
     "ProfilePlugins",
-    "RequestedToCapacityRatioParam",
     "ResourceSpec",
     "SchedulerConfiguration",
     "SchedulerProfile",
-    "ScoringStrategy",
-    "TopologySpreadConstraint",
-    "UtilizationShapePoint",
     "ValidatesArgs",
-    "build_registry",
     "default_config",
     "format_duration",
     "load_config",
     "parse_document",
     "parse_duration",
-    "system_default_constraints",
 ]

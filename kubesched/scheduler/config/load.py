@@ -5,42 +5,48 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from .errors import ConfigError, ErrorType, FieldError, malformed, not_supported
-from .plugins import PluginSpec, build_registry
 from .resolve import resolve_document
 from .types import API_GROUP, KIND, SUPPORTED_API_VERSIONS, SchedulerConfiguration
+
+if TYPE_CHECKING:
+    from kubesched.scheduler.framework.catalogue import Catalogue
 
 log = logging.getLogger(__name__)
 
 ConfigSource = str | bytes | os.PathLike[str]
 
 
-def load_config(
-    path_or_text: ConfigSource, *, plugin_registry: Mapping[str, PluginSpec] | None = None
-) -> SchedulerConfiguration:
+def _in_tree(catalogue: Catalogue | None) -> Catalogue:
+    if catalogue is not None:
+        return catalogue
+    # Imported here: the plugin modules import this package for their args' base model.
+    from kubesched.scheduler.plugins import in_tree_catalogue
+
+    return in_tree_catalogue()
+
+
+def load_config(path_or_text: ConfigSource, *, catalogue: Catalogue | None = None) -> SchedulerConfiguration:
     """Load, default, merge and validate a KubeSchedulerConfiguration.
 
     ``path_or_text``: a path (``os.PathLike``, or a one-line string naming a file), or the YAML/JSON text
-    itself (``str`` or ``bytes``). ``plugin_registry`` adds out-of-tree plugins to the in-tree table.
+    itself (``str`` or ``bytes``). ``catalogue``: the plugins that exist (default: the in-tree ones).
     Raises ``ConfigError`` listing every problem found.
     """
     text, source = _read(path_or_text)
     data = parse_document(text, source=source)
-    config = resolve_document(data, build_registry(plugin_registry), source=source)
+    config = resolve_document(data, _in_tree(catalogue), source=source)
     for warning in config.warnings:
         log.warning("scheduler configuration: %s", warning)
     return config
 
 
-def default_config(
-    *, version: str = "v1", plugin_registry: Mapping[str, PluginSpec] | None = None
-) -> SchedulerConfiguration:
+def default_config(*, version: str = "v1", catalogue: Catalogue | None = None) -> SchedulerConfiguration:
     """The configuration kube-scheduler runs with when given no ``--config``: one default profile.
 
     ``version``: "v1", "v1beta3" or "v1beta2" (or the full ``kubescheduler.config.k8s.io/...`` form).
@@ -48,7 +54,7 @@ def default_config(
     api_version = version if "/" in version else f"{API_GROUP}/{version}"
     if api_version not in SUPPORTED_API_VERSIONS:
         raise ConfigError([not_supported("apiVersion", version, SUPPORTED_API_VERSIONS)])
-    return resolve_document({"apiVersion": api_version, "kind": KIND}, build_registry(plugin_registry))
+    return resolve_document({"apiVersion": api_version, "kind": KIND}, _in_tree(catalogue))
 
 
 def parse_document(text: str, *, source: str | None = None) -> dict[str, Any]:

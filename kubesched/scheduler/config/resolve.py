@@ -7,7 +7,7 @@ only when it would work on something an earlier stage already rejected.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -24,7 +24,6 @@ from .document import (
 )
 from .errors import ConfigError, FieldError, duplicate, invalid, not_supported, required
 from .merge import ALL_POINTS, expand_multi_point, merge_plugins
-from .plugins import PluginSpec
 from .types import (
     DEFAULT_SCHEDULER_NAME,
     KIND,
@@ -49,6 +48,9 @@ from .validation import (
     validate_profiles,
 )
 
+if TYPE_CHECKING:
+    from kubesched.scheduler.framework.catalogue import PluginDefinition
+
 
 def check_type_meta(data: Mapping[str, Any]) -> list[FieldError]:
     """``apiVersion`` must be a supported scheduler config version and ``kind`` KubeSchedulerConfiguration."""
@@ -67,7 +69,7 @@ def check_type_meta(data: Mapping[str, Any]) -> list[FieldError]:
 
 
 def resolve_document(
-    data: Mapping[str, Any], registry: Mapping[str, PluginSpec], *, source: str | None = None
+    data: Mapping[str, Any], catalogue: Mapping[str, PluginDefinition], *, source: str | None = None
 ) -> SchedulerConfiguration:
     errors = check_type_meta(data)
     if errors:
@@ -85,7 +87,7 @@ def resolve_document(
         if name is None:
             name = DEFAULT_SCHEDULER_NAME if len(raw_profiles) == 1 else ""
         profile = _resolve_profile(
-            raw_profile, f"profiles[{i}]", name, raw.api_version, registry, errors, warnings
+            raw_profile, f"profiles[{i}]", name, raw.api_version, catalogue, errors, warnings
         )
         if profile is not None:
             indexed.append((i, profile))
@@ -111,19 +113,19 @@ def _resolve_profile(
     path: str,
     name: str,
     api_version: str,
-    registry: Mapping[str, PluginSpec],
+    catalogue: Mapping[str, PluginDefinition],
     errors: list[FieldError],
     warnings: list[str],
 ) -> SchedulerProfile | None:
-    reference_errors = validate_plugin_references(raw.plugins, path, registry, api_version)
+    reference_errors = validate_plugin_references(raw.plugins, path, catalogue, api_version)
     if reference_errors:
         errors.extend(reference_errors)
         return None
-    default_sets, dropped = d.keep_known(d.default_plugin_sets(api_version), registry)
+    default_sets, dropped = d.keep_known(d.default_plugin_sets(api_version), catalogue)
     merged = merge_plugins(default_sets, _custom_sets(raw.plugins))
-    plugins, duplicates = expand_multi_point(merged, lambda plugin: registry[plugin].extension_points)
+    plugins, duplicates = expand_multi_point(merged, lambda plugin: catalogue[plugin].extension_points)
     plugin_args = _resolve_args(
-        raw.plugin_config or [], path, name, plugins, api_version, registry, errors, warnings
+        raw.plugin_config or [], path, name, plugins, api_version, catalogue, errors, warnings
     )
     profile = SchedulerProfile(
         scheduler_name=name,
@@ -133,7 +135,7 @@ def _resolve_profile(
         dropped_default_plugins=dropped,
         percentage_of_nodes_to_score=raw.percentage_of_nodes_to_score,
     )
-    errors.extend(validate_profile_plugins(profile, path, registry, duplicates))
+    errors.extend(validate_profile_plugins(profile, path, catalogue, duplicates))
     return profile
 
 
@@ -155,7 +157,7 @@ def _resolve_args(
     profile_name: str,
     plugins: ProfilePlugins,
     api_version: str,
-    registry: Mapping[str, PluginSpec],
+    catalogue: Mapping[str, PluginDefinition],
     errors: list[FieldError],
     warnings: list[str],
 ) -> dict[str, Any]:
@@ -170,8 +172,8 @@ def _resolve_args(
         if removed:
             errors.append(invalid(config_path, config.name, removed))
             continue
-        spec = registry.get(config.name)
-        if spec is None:
+        definition = catalogue.get(config.name)
+        if definition is None:
             # Upstream keeps args of unregistered plugins without complaint; we keep going but say so.
             warnings.append(
                 f"{config_path}: plugin {config.name!r} is not in the plugin registry; its args are ignored"
@@ -182,42 +184,43 @@ def _resolve_args(
                 f"{config_path}: plugin {config.name!r} is not enabled in profile {profile_name!r}; "
                 "its args have no effect"
             )
-        configured[config.name] = _decode_args(spec, config.args, f"{config_path}.args", errors)
+        configured[config.name] = _decode_args(
+            definition, config.args, f"{config_path}.args", api_version, errors
+        )
     return {
-        name: configured[name] if name in configured else _default_args(registry[name]) for name in enabled
+        name: configured[name] if name in configured else catalogue[name].default_args(api_version)
+        for name in enabled
     }
 
 
-def _decode_args(spec: PluginSpec, args: dict[str, Any] | None, path: str, errors: list[FieldError]) -> Any:
+def _decode_args(
+    definition: PluginDefinition,
+    args: dict[str, Any] | None,
+    path: str,
+    api_version: str,
+    errors: list[FieldError],
+) -> Any:
     body = dict(args or {})
-    if spec.args_model is None:
-        return body
+    if definition.args is None:
+        return body  # a plugin without an args model gets what was written
     # Args may carry their own TypeMeta ("kind: NodeResourcesFitArgs"), as `--write-config-to` output does.
     kind = body.pop("kind", None)
     version = body.pop("apiVersion", None)
-    if kind is not None and kind != f"{spec.name}Args":
-        errors.append(not_supported(f"{path}.kind", kind, (f"{spec.name}Args",)))
+    if kind is not None and kind != f"{definition.name}Args":
+        errors.append(not_supported(f"{path}.kind", kind, (f"{definition.name}Args",)))
     if version is not None and version not in SUPPORTED_API_VERSIONS:
         errors.append(not_supported(f"{path}.apiVersion", version, SUPPORTED_API_VERSIONS))
     try:
-        value = spec.args_model.model_validate(body, by_alias=True, by_name=False)
+        # Fields whose default differs in this version come first; what the document says wins.
+        value = definition.args.model_validate(
+            {**definition.defaults_for(api_version), **body}, by_alias=True, by_name=False
+        )
     except ValidationError as exc:
         errors.extend(pydantic_field_errors(exc, path))
         return None
     if isinstance(value, ValidatesArgs):
         errors.extend(value.validate_args(path))
     return value
-
-
-def _default_args(spec: PluginSpec) -> Any:
-    if spec.default_args is not None:
-        return spec.default_args()
-    if spec.args_model is not None:
-        try:
-            return spec.args_model.model_validate({})
-        except ValidationError:
-            return None
-    return None
 
 
 def _extender(raw: RawExtender) -> Extender:

@@ -11,14 +11,18 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from .defaults import LEADER_ELECTION_JITTER_FACTOR
 from .document import RawPlugins, RawPluginSet
 from .duration import format_duration
 from .errors import FieldError, duplicate, invalid, required
 from .merge import ALL_POINTS, DuplicatePlugin
-from .plugins import MULTI_POINT, UPSTREAM_UNIMPLEMENTED, ExtensionPoint, PluginSpec, point_attribute
+from .plugins import MULTI_POINT, UPSTREAM_UNIMPLEMENTED, ExtensionPoint, point_attribute
 from .types import V1, Extender, SchedulerConfiguration, SchedulerProfile
+
+if TYPE_CHECKING:
+    from kubesched.scheduler.framework.catalogue import PluginDefinition
 
 MIN_SCORE_WEIGHT = 1
 MAX_SCORE_WEIGHT = 100
@@ -50,16 +54,16 @@ def invalid_in_version(api_version: str, name: str) -> str | None:
     return None
 
 
-def unknown_plugin_detail(name: str, registry: Mapping[str, PluginSpec]) -> str:
+def unknown_plugin_detail(name: str, catalogue: Mapping[str, PluginDefinition]) -> str:
     if name in UPSTREAM_UNIMPLEMENTED:
         return "unknown plugin: an upstream in-tree plugin that kubesched does not implement"
-    close = difflib.get_close_matches(name, list(registry), n=1)
+    close = difflib.get_close_matches(name, list(catalogue), n=1)
     hint = f'; did you mean "{close[0]}"?' if close else ""
-    return f"unknown plugin (not in the plugin registry: {', '.join(sorted(registry))}){hint}"
+    return f"unknown plugin (not in the plugin registry: {', '.join(sorted(catalogue))}){hint}"
 
 
 def validate_plugin_references(
-    plugins: RawPlugins | None, path: str, registry: Mapping[str, PluginSpec], api_version: str
+    plugins: RawPlugins | None, path: str, catalogue: Mapping[str, PluginDefinition], api_version: str
 ) -> list[FieldError]:
     """Every plugin named in ``enabled`` must exist, implement the point, appear once, and weigh 1..100."""
     errors: list[FieldError] = []
@@ -81,10 +85,10 @@ def validate_plugin_references(
             if removed:
                 errors.append(invalid(entry_path, entry.name, removed))
                 continue
-            spec = registry.get(entry.name)
+            spec = catalogue.get(entry.name)
             if spec is None:
                 errors.append(
-                    invalid(f"{entry_path}.name", entry.name, unknown_plugin_detail(entry.name, registry))
+                    invalid(f"{entry_path}.name", entry.name, unknown_plugin_detail(entry.name, catalogue))
                 )
                 continue
             if point != MULTI_POINT and not spec.implements(point):
@@ -121,7 +125,7 @@ def validate_plugin_references(
 def validate_profile_plugins(
     profile: SchedulerProfile,
     path: str,
-    registry: Mapping[str, PluginSpec],
+    catalogue: Mapping[str, PluginDefinition],
     duplicates: Sequence[DuplicatePlugin],
 ) -> list[FieldError]:
     """A resolved profile needs exactly one queue sort and a binder; nothing may run twice at a point."""
@@ -131,7 +135,7 @@ def validate_profile_plugins(
         errors.append(duplicate(f"{path}.plugins.{dup.point}", dup.name))
     for point, refs in plugins.items():
         for ref in refs:
-            spec = registry.get(ref.name)
+            spec = catalogue.get(ref.name)
             if spec is not None and not spec.implements(point):
                 errors.append(invalid(f"{path}.plugins.{point}", ref.name, _not_implemented(point, spec)))
     name = profile.scheduler_name
@@ -309,6 +313,6 @@ def _is_extended_resource(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
-def _not_implemented(point: str, spec: PluginSpec) -> str:
+def _not_implemented(point: str, spec: PluginDefinition) -> str:
     implemented = ", ".join(p for p in ALL_POINTS if p in spec.extension_points) or "none"
     return f"plugin does not implement the {point} extension point (it implements: {implemented})"

@@ -1,6 +1,9 @@
-"""The scheduling framework: extension-point protocols (``interface``), the plugin ``Registry`` and ``Handle``
-(``registry``), and the ``Framework`` that runs one profile's plugins (``runtime``)."""
+"""The scheduling framework: extension-point protocols (``interface``), plugin definitions and the
+``Catalogue`` of them (``catalogue``), the ``Handle`` plugins get (``handle``), and the ``Framework`` that runs
+one profile's plugins (``runtime``)."""
 
+from kubesched.scheduler.framework.catalogue import Catalogue, PluginDefinition, PluginFactory, PluginService
+from kubesched.scheduler.framework.handle import Handle, Nominator, Singletons
 from kubesched.scheduler.framework.interface import (
     EXTENSION_POINTS,
     MAX_NODE_SCORE,
@@ -13,7 +16,6 @@ from kubesched.scheduler.framework.interface import (
     PreFilterResult,
     Status,
 )
-from kubesched.scheduler.framework.registry import Handle, Nominator, PluginFactory, Registry, get_arg
 from kubesched.scheduler.framework.runtime import (
     NO_NODES_AVAILABLE,
     Framework,
@@ -27,6 +29,7 @@ __all__ = [
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
     "NO_NODES_AVAILABLE",
+    "Catalogue",
     "ClusterEvent",
     "Code",
     "CycleState",
@@ -35,12 +38,13 @@ __all__ = [
     "Handle",
     "NodeToStatus",
     "Nominator",
+    "PluginDefinition",
     "PluginFactory",
+    "PluginService",
     "PreFilterResult",
-    "Registry",
     "ScheduleResult",
+    "Singletons",
     "Status",
     "fit_error_message",
-    "get_arg",
     "num_feasible_nodes_to_find",
 ]

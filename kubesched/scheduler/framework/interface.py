@@ -14,7 +14,7 @@ Conventions
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -290,6 +290,27 @@ class ClusterEvent:
 @runtime_checkable
 class EnqueueExtensions(Protocol):
     def events_to_register(self) -> list[ClusterEvent]: ...
+
+
+@runtime_checkable
+class AssignedPodHints(Protocol):
+    """A queueing hint for bound pods: which unschedulable pods a newly bound pod may help (pod affinity,
+    topology spread), so the queue retries just those rather than every pod waiting for a "Pod Add"."""
+
+    name: str
+
+    def waits_for_assigned_pods(self, qpod: QueuedPodInfo) -> bool:
+        """Should the queue keep ``qpod`` among the pods it asks ``assigned_pod_may_help`` about?"""
+        ...
+
+    def assigned_pod_may_help(
+        self,
+        qpod: QueuedPodInfo,
+        assigned: PodInfo,
+        namespace_labels: Callable[[], Mapping[str, str] | None],
+    ) -> bool:
+        """``namespace_labels()``: the labels of ``assigned``'s namespace, when the queue knows them."""
+        ...
 
 
 EXTENSION_POINTS = (

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kubesched.scheduler.framework.catalogue import Catalogue
+from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -50,7 +52,6 @@ from kubesched.scheduler.framework.interface import (
     ScorePlugin,
     Status,
 )
-from kubesched.scheduler.framework.registry import Handle, Registry
 
 if TYPE_CHECKING:
     from kubesched.scheduler.cache import NodeTable
@@ -94,7 +95,7 @@ def _status_in(result: Any) -> Code:
 
 def _measured(point: str) -> Callable[[Any], Any]:
     """Record a method's run in ``framework_extension_point_duration_seconds{extension_point=point}`` with the
-    code of the Status it returns (ERROR if it raises), when the handle shares a ``"metrics"`` object."""
+    code of the Status it returns (ERROR if it raises), when the handle has metrics."""
 
     def wrap(method: Any) -> Any:
         if inspect.iscoroutinefunction(method):
@@ -285,7 +286,7 @@ class Framework:
     @classmethod
     def from_plugins(
         cls,
-        registry: Registry,
+        catalogue: Catalogue,
         points: Mapping[str, Sequence[tuple[str, int] | str]],
         args: Mapping[str, Any] | None,
         handle: Handle,
@@ -297,7 +298,8 @@ class Framework:
         """Build from ``{"PreFilter": [("NodeResourcesFit", 0), ...], "Score": [("NodeResourcesFit", 1)]}``.
 
         Point keys may be spelled ``PreFilter``, ``preFilter`` or ``pre_filter``; an entry may be a bare name.
-        Each plugin is built once (shared by all its points) with ``args[name]``. A score weight of 0 means 1.
+        Each plugin is built once (shared by all its points) from its catalogue definition with ``args[name]``
+        (None: the definition's default args). A score weight of 0 means 1.
         """
         fw = cls(
             handle,
@@ -312,7 +314,7 @@ class Framework:
                 name, weight = (entry, 0) if isinstance(entry, str) else (entry[0], int(entry[1] or 0))
                 plugin = fw.plugins.get(name)
                 if plugin is None:
-                    plugin = registry.create(name, args.get(name), fw.handle)
+                    plugin = catalogue.create(name, args.get(name), fw.handle)
                     fw.plugins[name] = plugin
                 fw._enable(point, name, plugin, weight)
         return fw
@@ -321,7 +323,7 @@ class Framework:
     def from_profile(
         cls,
         profile: Any,
-        registry: Registry,
+        catalogue: Catalogue,
         handle: Handle,
         *,
         percentage_of_nodes_to_score: int | None = None,
@@ -338,7 +340,7 @@ class Framework:
             points[point] = [(ref.name, ref.weight) for ref in refs]
         pct = profile.percentage_of_nodes_to_score
         return cls.from_plugins(
-            registry,
+            catalogue,
             points,
             dict(profile.plugin_args),
             handle,
@@ -423,7 +425,7 @@ class Framework:
     # --- queueing points -----------------------------------------------------------------------------------
 
     def _observe(self, point: str, code: Code, started: float) -> None:
-        metrics = self.handle.shared.get("metrics")
+        metrics = self.handle.metrics
         if metrics is not None:
             metrics.observe_extension_point(point, code, self.scheduler_name, time.perf_counter() - started)
 
@@ -580,8 +582,7 @@ class Framework:
         nominator = self.handle.nominator
         if nominator is None:
             return []
-        list_nodes = getattr(nominator, "nodes_with_nominated_pods", None) or nominator.nodes
-        names = list_nodes()
+        names = nominator.nodes()
         if not names:
             return []
         slots = [s for s in (table.index.get(n) for n in names) if s is not None]

@@ -1,55 +1,48 @@
-"""The in-tree plugins, one module each. ``in_tree_registry()`` lists them for ``Framework``.
+"""The in-tree plugins, one module each; ``in_tree_catalogue()`` is the catalogue of them.
 
-Convention for a plugin module: it defines a class named exactly as the plugin (``NodeAffinity``), built as
-``Cls(args, handle)``, and may define ``new(args, handle)``, which the registry prefers. Modules are imported
-when a plugin is first built, so a plugin whose module is missing is simply not registered.
+A plugin module declares ``PLUGIN``, its ``PluginDefinition`` (name, factory, typed args). Adding a plugin is
+that module plus one line in ``IN_TREE_MODULES``.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
-import importlib.util
-from typing import Any
 
-from kubesched.scheduler.framework.registry import Handle, PluginFactory, Registry
+from kubesched.scheduler.framework.catalogue import Catalogue, PluginDefinition
 
-# Plugin name -> module under kubesched.scheduler.plugins, in upstream's default-profile order.
-IN_TREE_PLUGINS: dict[str, str] = {
-    "SchedulingGates": "scheduling_gates",
-    "PrioritySort": "priority_sort",
-    "NodeUnschedulable": "node_unschedulable",
-    "NodeName": "node_name",
-    "TaintToleration": "taint_toleration",
-    "NodeAffinity": "node_affinity",
-    "NodePorts": "node_ports",
-    "NodeResourcesFit": "node_resources_fit",
-    "PodTopologySpread": "pod_topology_spread",
-    "InterPodAffinity": "inter_pod_affinity",
-    "DynamicResources": "dynamic_resources",
-    "DefaultPreemption": "default_preemption",
-    "NodeResourcesBalancedAllocation": "balanced_allocation",
-    "ImageLocality": "image_locality",
-    "DefaultBinder": "default_binder",
-}
+# Modules under kubesched.scheduler.plugins, in upstream's default-profile order.
+IN_TREE_MODULES: tuple[str, ...] = (
+    "scheduling_gates",
+    "priority_sort",
+    "node_unschedulable",
+    "node_name",
+    "taint_toleration",
+    "node_affinity",
+    "node_ports",
+    "node_resources_fit",
+    "pod_topology_spread",
+    "inter_pod_affinity",
+    "dynamic_resources",
+    "default_preemption",
+    "balanced_allocation",
+    "image_locality",
+    "default_binder",
+)
 
 
-def _lazy_factory(name: str, module: str) -> PluginFactory:
-    def build(args: Any, handle: Handle) -> Any:
-        mod = importlib.import_module(f"{__name__}.{module}")
-        factory = getattr(mod, "new", None) or getattr(mod, name)
-        return factory(args, handle)
-
-    build.__name__ = f"new_{name}"
-    return build
+def definition(module: str) -> PluginDefinition:
+    """The ``PLUGIN`` of one in-tree module."""
+    found = importlib.import_module(f"{__name__}.{module}").PLUGIN
+    if not isinstance(found, PluginDefinition):
+        raise TypeError(f"{__name__}.{module}.PLUGIN is not a PluginDefinition")
+    return found
 
 
-def in_tree_registry() -> Registry:
-    """A registry of every in-tree plugin whose module exists."""
-    registry = Registry()
-    for name, module in IN_TREE_PLUGINS.items():
-        if importlib.util.find_spec(f"{__name__}.{module}") is not None:
-            registry.register(name, _lazy_factory(name, module))
-    return registry
+@functools.cache
+def in_tree_catalogue() -> Catalogue:
+    """Every in-tree plugin (imported on first use; the catalogue is immutable, so it is built once)."""
+    return Catalogue(definition(module) for module in IN_TREE_MODULES)
 
 
-__all__ = ["IN_TREE_PLUGINS", "in_tree_registry"]
+__all__ = ["IN_TREE_MODULES", "definition", "in_tree_catalogue"]

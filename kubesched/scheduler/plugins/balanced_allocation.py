@@ -11,16 +11,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from kubesched.scheduler.cache import SlotMemo
+from kubesched.scheduler.config.args import ArgsModel, ResourceSpec, default_resources
+from kubesched.scheduler.config.errors import FieldError, duplicate, invalid
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import CycleState, Status
-from kubesched.scheduler.framework.registry import get_arg
 from kubesched.scheduler.plugins.node_resources_common import (
     SMALL,
     RequestedResources,
     balanced_allocation_136,
     balanced_allocation_136_one,
-    parse_resources,
+    resource_weights,
 )
 
 if TYPE_CHECKING:
@@ -31,16 +34,34 @@ NAME = "NodeResourcesBalancedAllocation"
 _PRE_SCORE_KEY = "PreScore" + NAME
 
 
+class NodeResourcesBalancedAllocationArgs(ArgsModel):
+    resources: tuple[ResourceSpec, ...] = Field(default_factory=default_resources)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_resources(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("resources"):
+            return {k: v for k, v in data.items() if k != "resources"}
+        return data
+
+    def validate_args(self, path: str) -> list[FieldError]:
+        errs: list[FieldError] = []
+        seen: set[str] = set()
+        for i, res in enumerate(self.resources):
+            if res.name in seen:
+                errs.append(duplicate(f"{path}.resources[{i}].name", res.name))
+            seen.add(res.name)
+            if res.weight != 1:
+                errs.append(invalid(f"{path}.resources[{i}].weight", res.weight, "must be 1"))
+        return errs
+
+
 class NodeResourcesBalancedAllocation:
     name = NAME
     scores_in_range = True
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
-        resources = parse_resources(get_arg(args, "resources"))
-        names = [r.name for r in resources]
-        if len(set(names)) != len(names):
-            raise ValueError(f"resources: duplicate resource names in {names}")
-        self._resources = RequestedResources(resources, use_requested=True)
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs, handle: Any = None) -> None:
+        self._resources = RequestedResources(resource_weights(args.resources), use_requested=True)
         self._memo = SlotMemo()
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> Status:
@@ -72,5 +93,4 @@ class NodeResourcesBalancedAllocation:
         return self._memo.get(nodes, pod_req, idx, compute, compute_one)
 
 
-def new(args: Any, handle: Any) -> NodeResourcesBalancedAllocation:
-    return NodeResourcesBalancedAllocation(args, handle)
+PLUGIN = PluginDefinition(NAME, NodeResourcesBalancedAllocation, NodeResourcesBalancedAllocationArgs)

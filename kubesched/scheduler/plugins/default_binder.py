@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import CycleState, Status
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def binding_for(pod: PodInfo, node_name: str) -> dict[str, Any]:
 class DefaultBinder:
     name = NAME
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
+    def __init__(self, args: None = None, handle: Any = None) -> None:
         self._handle = handle
 
     async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
@@ -40,5 +41,4 @@ class DefaultBinder:
         return Status.success()
 
 
-def new(args: Any, handle: Any) -> DefaultBinder:
-    return DefaultBinder(args, handle)
+PLUGIN = PluginDefinition(NAME, DefaultBinder)

@@ -22,12 +22,12 @@ The dry run edits the live ``NodeTable`` (without notifying listeners) and alway
 it never awaits, so no other code sees the intermediate state.
 
 Offline (``kubesched simulate``: no API client) the victims leave the cache at once instead of being deleted
-through the API, so later pods of the same simulation see the room. ``Handle.shared["preemption_evict"]``,
-when set, is called as ``evict(victim, preemptor, node_name)`` in place of that removal.
+through the API, so later pods of the same simulation see the room. ``Handle.preemption_evict``, when set, is
+called as ``evict(victim, preemptor, node_name)`` in place of that removal.
 
-Other ``Handle.shared`` entries read: ``"pdbs"`` (an object with ``pdbs()``, a callable or a list giving
-PodDisruptionBudget objects; absent means no PDBs), ``"activate"`` (``activate(uids)``: requeue pods whose
-asynchronous preemption failed), ``"metrics"`` (``observe_preemption(victims)``) and ``"seed"`` (for the offset).
+Other ``Handle`` fields read: ``pdbs`` (a lister of PodDisruptionBudget objects; None means no PDBs),
+``activate`` (``activate(uids)``: requeue pods whose asynchronous preemption failed), ``metrics``
+(``observe_preemption(victims)``) and ``seed`` (for the offset).
 """
 
 from __future__ import annotations
@@ -36,14 +36,19 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pydantic import StrictInt
+
 from kubesched.client.rest import ApiError
+from kubesched.scheduler.config.args import ArgsModel
+from kubesched.scheduler.config.errors import FieldError, invalid
+from kubesched.scheduler.framework.catalogue import PluginDefinition
+from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import ClusterEvent, Code, CycleState, NodeToStatus, Status
-from kubesched.scheduler.framework.registry import Handle, get_arg
 from kubesched.scheduler.framework.runtime import FilterError, fit_error_message
 from kubesched.scheduler.plugins.node_affinity import LabelSelector, SelectorError
 from kubesched.scheduler.podinfo import parse_timestamp
@@ -70,6 +75,28 @@ REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
 DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
 DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
+
+
+class DefaultPreemptionArgs(ArgsModel):
+    min_candidate_nodes_percentage: StrictInt = DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE
+    min_candidate_nodes_absolute: StrictInt = DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE
+
+    def validate_args(self, path: str) -> list[FieldError]:
+        errs: list[FieldError] = []
+        pct, absolute = self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute
+        pct_path, abs_path = f"{path}.minCandidateNodesPercentage", f"{path}.minCandidateNodesAbsolute"
+        if not 0 <= pct <= 100:
+            errs.append(invalid(pct_path, pct, "not in valid range [0, 100]"))
+        if absolute < 0:
+            errs.append(invalid(abs_path, absolute, "not in valid range [0, inf)"))
+        if pct == 0 and absolute == 0:
+            errs.append(
+                invalid(pct_path, pct, "cannot be zero at the same time as minCandidateNodesAbsolute")
+            )
+            errs.append(
+                invalid(abs_path, absolute, "cannot be zero at the same time as minCandidateNodesPercentage")
+            )
+        return errs
 
 # Added to every priority before summing, so that victims of negative priority still count as a cost.
 _PRIORITY_OFFSET = 2**31
@@ -216,18 +243,11 @@ class _ExtensionFailed(Exception):
 class DefaultPreemption:
     name = NAME
 
-    def __init__(self, args: Any = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: DefaultPreemptionArgs, handle: Handle | None = None) -> None:
         self.handle = handle if handle is not None else Handle()
-        pct = get_arg(args, "minCandidateNodesPercentage")
-        absolute = get_arg(args, "minCandidateNodesAbsolute")
-        self.min_candidate_nodes_percentage = int(
-            DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE if pct is None else pct
-        )
-        self.min_candidate_nodes_absolute = int(
-            DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE if absolute is None else absolute
-        )
-        _validate(self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute)
-        self.rng = random.Random(self.handle.shared.get("seed"))
+        self.min_candidate_nodes_percentage = args.min_candidate_nodes_percentage
+        self.min_candidate_nodes_absolute = args.min_candidate_nodes_absolute
+        self.rng = random.Random(self.handle.seed)
         # Customisation points, as upstream's IsEligiblePod / MoreImportantPod: which lower-priority pods may be
         # preempted (``(nodes, slot, victim, preemptor) -> bool``), and the sort key putting the most important
         # pod first (``(pod, now) -> key``), which decides the order victims are reprieved in.
@@ -327,7 +347,7 @@ class DefaultPreemption:
             victims_preempted = self.prepare_candidate(best, pod, nodes)
             return best.node, Status.success()
         finally:
-            metrics = self.handle.shared.get("metrics")
+            metrics = self.handle.metrics
             if metrics is not None:
                 metrics.observe_preemption(victims_preempted)
 
@@ -580,8 +600,8 @@ class DefaultPreemption:
             self._last_victim.pop(pod.uid, None)
             if failed:
                 # The pod may otherwise sit among the unschedulable ones with no event left to move it.
-                activate = self.handle.shared.get("activate")
-                if callable(activate):
+                activate = self.handle.activate
+                if activate is not None:
                     activate([pod.uid])
 
     async def _preempt_victim(self, pod: PodInfo, victim: PodInfo, node: str) -> None:
@@ -633,8 +653,8 @@ class DefaultPreemption:
         )
 
     def _evict_offline(self, victim: PodInfo, pod: PodInfo, node: str, nodes: NodeTable) -> None:
-        evict = self.handle.shared.get("preemption_evict")
-        if callable(evict):
+        evict = self.handle.preemption_evict
+        if evict is not None:
             evict(victim, pod, node)
         elif self.handle.cache is not None:
             self.handle.cache.on_pod_delete(victim.pod)
@@ -688,17 +708,11 @@ class DefaultPreemption:
     # --- helpers ----------------------------------------------------------------------------------------------
 
     def list_pdbs(self) -> list[PDB]:
-        """PDBs from ``Handle.shared["pdbs"]``; none when the scheduler shares no PDB lister."""
-        source = self.handle.shared.get("pdbs")
-        if source is None:
+        """PDBs from ``Handle.pdbs``; none when the scheduler gives no PDB lister."""
+        lister = self.handle.pdbs
+        if lister is None:
             return []
-        if hasattr(source, "pdbs"):
-            objs: Iterable[Mapping[str, Any]] = source.pdbs()
-        elif callable(source):
-            objs = source()
-        else:
-            objs = source
-        return [PDB.from_object(o) for o in objs]
+        return [PDB.from_object(o) for o in lister.pdbs()]
 
     def _table(self) -> NodeTable:
         return self.handle.nodes
@@ -707,17 +721,6 @@ class DefaultPreemption:
         task = asyncio.get_running_loop().create_task(coro, name=what)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def _validate(pct: int, absolute: int) -> None:
-    if not 0 <= pct <= 100:
-        raise ValueError(f"minCandidateNodesPercentage: Invalid value: {pct}: not in valid range [0, 100]")
-    if absolute < 0:
-        raise ValueError(f"minCandidateNodesAbsolute: Invalid value: {absolute}: not in valid range [0, inf)")
-    if pct == 0 and absolute == 0:
-        raise ValueError(
-            "minCandidateNodesPercentage and minCandidateNodesAbsolute cannot be zero at the same time"
-        )
 
 
 def _always(nodes: NodeTable, slot: int, victim: PodInfo, preemptor: PodInfo) -> bool:
@@ -753,8 +756,7 @@ def _now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def new(args: Any, handle: Handle) -> DefaultPreemption:
-    return DefaultPreemption(args, handle)
+PLUGIN = PluginDefinition(NAME, DefaultPreemption, DefaultPreemptionArgs)
 
 
 __all__ = [
@@ -764,12 +766,13 @@ __all__ = [
     "NOT_HELPFUL",
     "NO_VICTIMS",
     "PDB",
+    "PLUGIN",
     "WAITING_FOR_PREEMPTION",
     "Candidate",
     "DefaultPreemption",
+    "DefaultPreemptionArgs",
     "filter_pods_with_pdb_violation",
     "importance_key",
-    "new",
     "pick_one_node_for_preemption",
     "pod_start_time",
     "terminating_by_preemption",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import (
     ClusterEvent,
     Code,
@@ -54,7 +55,7 @@ def unsupported_message(claims: list[str]) -> str:
 class DynamicResources:
     name = NAME
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
+    def __init__(self, args: None = None, handle: Any = None) -> None:
         self.handle = handle
 
     def events_to_register(self) -> list[ClusterEvent]:
@@ -95,16 +96,15 @@ class DynamicResources:
         return Status.success()
 
 
-def new(args: Any, handle: Any) -> DynamicResources:
-    return DynamicResources(args, handle)
+PLUGIN = PluginDefinition(NAME, DynamicResources)
 
 
 __all__ = [
     "NAME",
     "NOT_SUPPORTED",
     "NO_CLAIMS_TO_DEALLOCATE",
+    "PLUGIN",
     "DynamicResources",
-    "new",
     "resource_claim_names",
     "unsupported_message",
 ]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import MAX_NODE_SCORE, CycleState
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ class ImageLocality:
     name = NAME
     scores_in_range = True
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
+    def __init__(self, args: None = None, handle: Any = None) -> None:
         pass
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> np.ndarray:
@@ -43,5 +44,4 @@ class ImageLocality:
         return MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
 
 
-def new(args: Any, handle: Any) -> ImageLocality:
-    return ImageLocality(args, handle)
+PLUGIN = PluginDefinition(NAME, ImageLocality)

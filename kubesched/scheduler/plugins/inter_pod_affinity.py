@@ -26,12 +26,17 @@ Semantics kept from upstream
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import StrictBool, StrictInt
 
+from kubesched.scheduler.config.args import ArgsModel
+from kubesched.scheduler.config.errors import FieldError, invalid
+from kubesched.scheduler.framework.catalogue import PluginDefinition
+from kubesched.scheduler.framework.handle import Handle, NamespaceLister
 from kubesched.scheduler.framework.interface import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -47,17 +52,26 @@ from kubesched.scheduler.plugins.node_affinity import (
     Requirement,
     SelectorDispatch,
     SelectorError,
-    arg,
-    args_to_dict,
     label_codes,
 )
-from kubesched.scheduler.plugins.pod_topology_spread import PodCountIndex, PodMatcher, codes_at, shared_object
+from kubesched.scheduler.plugins.pod_topology_spread import PodCountIndex, PodMatcher, codes_at
 
 if TYPE_CHECKING:
     from kubesched.scheduler.cache import NodeTable
-    from kubesched.scheduler.podinfo import PodInfo
+    from kubesched.scheduler.podinfo import PodInfo, QueuedPodInfo
 
 NAME = "InterPodAffinity"
+
+
+class InterPodAffinityArgs(ArgsModel):
+    hard_pod_affinity_weight: StrictInt = 1
+    ignore_preferred_terms_of_existing_pods: StrictBool = False
+
+    def validate_args(self, path: str) -> list[FieldError]:
+        w = self.hard_pod_affinity_weight
+        if not 0 <= w <= 100:
+            return [invalid(f"{path}.hardPodAffinityWeight", w, "not in valid range [0, 100]")]
+        return []
 
 ERR_REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 ERR_REASON_AFFINITY = "node(s) didn't match pod affinity rules"
@@ -202,19 +216,6 @@ def has_preferred(pi: PodInfo) -> bool:
 
 # --------------------------------------------------------------------------------------------------------------------
 # Namespaces (for namespaceSelector).
-
-
-class NamespaceLister(Protocol):
-    """What namespaceSelector needs from the informers."""
-
-    def get(self, name: str) -> Mapping[str, Any] | None: ...
-
-    def list(self) -> Iterable[Mapping[str, Any]]: ...
-
-
-def namespace_lister_from(handle: Any) -> NamespaceLister | None:
-    """The namespace lister the scheduler shares with plugins as ``handle.shared["namespaces"]``."""
-    return shared_object(handle, "namespaces", "get", "list")
 
 
 def _namespace_labels(lister: NamespaceLister | None, name: str) -> dict[str, str]:
@@ -387,16 +388,11 @@ class InterPodAffinity:
 
     name = NAME
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
-        a = args_to_dict(args)
+    def __init__(self, args: InterPodAffinityArgs, handle: Handle | None = None) -> None:
         self.handle = handle
-        self.hard_pod_affinity_weight = int(arg(a, "hardPodAffinityWeight", 1))
-        if not 0 <= self.hard_pod_affinity_weight <= 100:
-            raise ValueError("hardPodAffinityWeight: not in valid range [0, 100]")
-        self.ignore_preferred_terms_of_existing_pods = bool(
-            arg(a, "ignorePreferredTermsOfExistingPods", False)
-        )
-        self.namespaces = namespace_lister_from(handle)
+        self.hard_pod_affinity_weight = args.hard_pod_affinity_weight
+        self.ignore_preferred_terms_of_existing_pods = args.ignore_preferred_terms_of_existing_pods
+        self.namespaces: NamespaceLister | None = handle.namespaces if handle is not None else None
         self._index: PodCountIndex | None = None
         self._terms: AffinityTermIndex | None = None
         cache = getattr(handle, "cache", None)
@@ -419,6 +415,27 @@ class InterPodAffinity:
             ClusterEvent("Node", "Add"),
             ClusterEvent("Node", "UpdateNodeLabel"),
         ]
+
+    def waits_for_assigned_pods(self, qpod: QueuedPodInfo) -> bool:
+        """A pod with required pod affinity may become schedulable when a pod its terms match gets bound."""
+        pi = qpod.pod_info
+        return bool(pi.pod_affinity and pi.pod_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+    def assigned_pod_may_help(
+        self,
+        qpod: QueuedPodInfo,
+        assigned: PodInfo,
+        namespace_labels: Callable[[], Mapping[str, str] | None],
+    ) -> bool:
+        """Does the newly bound ``assigned`` pod match a required affinity term of the waiting pod?"""
+        if not self.waits_for_assigned_pods(qpod):
+            return False
+        try:
+            terms = pod_terms(qpod.pod_info).required_affinity
+        except Exception:  # an unparsable term: let the pod try again rather than wait forever
+            return True
+        ns_labels = namespace_labels()
+        return any(term.matches(assigned.namespace, assigned.labels, ns_labels) for term in terms)
 
     # -- filtering
 
@@ -622,5 +639,4 @@ def _sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _fit(a, n) + _fit(b, n)
 
 
-def new(args: Any, handle: Any) -> InterPodAffinity:
-    return InterPodAffinity(args, handle)
+PLUGIN = PluginDefinition(NAME, InterPodAffinity, InterPodAffinityArgs)

@@ -16,7 +16,6 @@ Semantics kept from upstream
 
 from __future__ import annotations
 
-import re
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +27,7 @@ import orjson
 
 from kubesched.apimachinery import labels as _labels
 from kubesched.apimachinery.labels import EQUALITY_OPS, INEQUALITY_OPS, Op, SelectorError, parse_int64
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -36,6 +36,7 @@ from kubesched.scheduler.framework.interface import (
     PreFilterResult,
     Status,
 )
+from kubesched.scheduler.plugins.node_affinity_args import NodeAffinityArgs
 
 if TYPE_CHECKING:
     from kubesched.scheduler.cache import NodeTable
@@ -50,30 +51,6 @@ ERR_REASON_CONFLICT = "pod affinity terms conflict"
 OBJECT_NAME_FIELD = "metadata.name"
 
 T = TypeVar("T")
-
-# --------------------------------------------------------------------------------------------------------------------
-# Plugin args: plain dicts (from YAML) or pydantic models (from the config loader) alike.
-
-
-def args_to_dict(args: Any) -> dict[str, Any]:
-    """Plugin args as a plain dict with the API's camelCase keys (None → {})."""
-    if args is None:
-        return {}
-    if isinstance(args, Mapping):
-        return dict(args)
-    dump = getattr(args, "model_dump", None)
-    if dump is not None:
-        return dict(dump(by_alias=True, exclude_none=True))
-    raise TypeError(f"plugin args must be a mapping or a pydantic model, got {type(args).__name__}")
-
-
-def arg(args: Mapping[str, Any], camel: str, default: Any = None) -> Any:
-    """``args[camel]``, falling back to the snake_case spelling a model without aliases would dump."""
-    if camel in args:
-        return args[camel]
-    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
-    return args.get(snake, default)
-
 
 # --------------------------------------------------------------------------------------------------------------------
 # Integer codes for one node label across all slots.
@@ -538,9 +515,8 @@ class NodeAffinity:
 
     name = NAME
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
-        a = args_to_dict(args)
-        added = arg(a, "addedAffinity") or {}
+    def __init__(self, args: NodeAffinityArgs, handle: Any = None) -> None:
+        added = args.added_affinity or {}
         self.handle = handle
         required = added.get("requiredDuringSchedulingIgnoredDuringExecution")
         self.added_selector: NodeSelector | None = None
@@ -635,5 +611,4 @@ class NodeAffinity:
         return default_normalize(scores)
 
 
-def new(args: Any, handle: Any) -> NodeAffinity:
-    return NodeAffinity(args, handle)
+PLUGIN = PluginDefinition(NAME, NodeAffinity, NodeAffinityArgs)

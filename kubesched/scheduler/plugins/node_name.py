@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import ClusterEvent, CycleState, Filtered
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ REASON = "node(s) didn't match the requested node name"
 class NodeName:
     name = NAME
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
+    def __init__(self, args: None = None, handle: Any = None) -> None:
         pass
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> Filtered:
@@ -32,5 +33,4 @@ class NodeName:
         return [ClusterEvent("Node", "Add")]
 
 
-def new(args: Any, handle: Any) -> NodeName:
-    return NodeName(args, handle)
+PLUGIN = PluginDefinition(NAME, NodeName)

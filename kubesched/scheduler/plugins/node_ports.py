@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import (
     ClusterEvent,
     CycleState,
@@ -41,7 +42,7 @@ def conflicts(wanted: Iterable[Port], used: set[Port]) -> bool:
 class NodePorts:
     name = NAME
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
+    def __init__(self, args: None = None, handle: Any = None) -> None:
         pass
 
     def pre_filter(
@@ -69,5 +70,4 @@ class NodePorts:
         return [ClusterEvent("Pod", "Delete"), ClusterEvent("Node", "Add")]
 
 
-def new(args: Any, handle: Any) -> NodePorts:
-    return NodePorts(args, handle)
+PLUGIN = PluginDefinition(NAME, NodePorts)

@@ -12,13 +12,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kubesched.scheduler.framework.interface import MAX_NODE_SCORE
-from kubesched.scheduler.framework.registry import get_arg
 from kubesched.scheduler.resources import CPU, MEMORY, is_scalar_resource_name
+
+if TYPE_CHECKING:
+    from kubesched.scheduler.config.args import ResourceSpec
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
@@ -38,25 +40,9 @@ class ResourceWeight:
 DEFAULT_RESOURCES = (ResourceWeight("cpu", 1), ResourceWeight("memory", 1))
 
 
-def parse_resources(value: Any) -> tuple[ResourceWeight, ...]:
-    """``[{name, weight}]`` (dicts or ResourceSpec models) -> ResourceWeights; empty means cpu:1, memory:1.
-    A weight of 0 (unset) is 1, as upstream defaults it."""
-    if not value:
-        return DEFAULT_RESOURCES
-    out = []
-    for item in value:
-        name = get_arg(item, "name")
-        weight = int(get_arg(item, "weight") or 0) or 1
-        if not name:
-            raise ValueError("resource name must not be empty")
-        out.append(ResourceWeight(str(name), weight))
-    return tuple(out)
-
-
-def validate_weights(resources: Sequence[ResourceWeight], path: str) -> None:
-    for i, r in enumerate(resources):
-        if not 0 < r.weight <= MAX_NODE_SCORE:
-            raise ValueError(f"{path}[{i}].weight: resource weight of {r.name} not in valid range (0, 100]")
+def resource_weights(specs: Sequence[ResourceSpec]) -> tuple[ResourceWeight, ...]:
+    """Validated ``resources`` args as the weights the maths works with (an empty list means cpu and memory)."""
+    return tuple(ResourceWeight(r.name, r.weight) for r in specs) or DEFAULT_RESOURCES
 
 
 def trunc_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:

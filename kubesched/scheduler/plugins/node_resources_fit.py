@@ -12,8 +12,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import Field, StrictInt, StrictStr, model_validator
 
 from kubesched.scheduler.cache import SlotMemo
+from kubesched.scheduler.config.args import (
+    ArgsModel,
+    ResourceSpec,
+    default_resources,
+    validate_qualified_name,
+    validate_resource_weights,
+)
+from kubesched.scheduler.config.errors import FieldError, forbidden, invalid, not_supported, required
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import (
     ClusterEvent,
     CycleState,
@@ -21,12 +31,12 @@ from kubesched.scheduler.framework.interface import (
     PreFilterResult,
     Status,
 )
-from kubesched.scheduler.framework.registry import get_arg
 from kubesched.scheduler.plugins.node_resources_common import (
     DEFAULT_SHAPE,
     LEAST_ALLOCATED,
     MAX_CUSTOM_PRIORITY_SCORE,
     MOST_ALLOCATED,
+    REQUESTED_TO_CAPACITY_RATIO,
     SMALL,
     STRATEGIES,
     RequestedResources,
@@ -34,11 +44,10 @@ from kubesched.scheduler.plugins.node_resources_common import (
     least_allocated_one,
     most_allocated,
     most_allocated_one,
-    parse_resources,
     requested_to_capacity_ratio,
     requested_to_capacity_ratio_one,
+    resource_weights,
     scale_shape,
-    validate_weights,
 )
 from kubesched.scheduler.resources import PODS, is_extended_resource_name
 
@@ -71,43 +80,116 @@ class _FitPlan:
 _UNCHECKED = np.iinfo(np.int64).min
 
 
-def _parse_shape(value: Any) -> tuple[tuple[int, int], ...]:
-    if not value:
-        return DEFAULT_SHAPE
-    return tuple((int(get_arg(p, "utilization") or 0), int(get_arg(p, "score") or 0)) for p in value)
+# --- args ----------------------------------------------------------------------------------------------------
 
 
-def _validate_shape(shape: tuple[tuple[int, int], ...]) -> None:
-    for i, (u, s) in enumerate(shape):
-        if i and u <= shape[i - 1][0]:
-            raise ValueError(
-                "scoringStrategy.requestedToCapacityRatio.shape: utilization values must be increasing"
+class UtilizationShapePoint(ArgsModel):
+    utilization: StrictInt
+    score: StrictInt
+
+
+class RequestedToCapacityRatioParam(ArgsModel):
+    shape: tuple[UtilizationShapePoint, ...] = ()
+
+
+class ScoringStrategy(ArgsModel):
+    # No default for ``type``: upstream only defaults the whole strategy, so an empty type is rejected.
+    type: StrictStr = ""
+    resources: tuple[ResourceSpec, ...] = Field(default_factory=default_resources)
+    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_resources(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("resources"):
+            return {k: v for k, v in data.items() if k != "resources"}
+        return data
+
+
+def _least_allocated() -> ScoringStrategy:
+    return ScoringStrategy(type=LEAST_ALLOCATED)
+
+
+class NodeResourcesFitArgs(ArgsModel):
+    ignored_resources: tuple[StrictStr, ...] = ()
+    ignored_resource_groups: tuple[StrictStr, ...] = ()
+    scoring_strategy: ScoringStrategy = Field(default_factory=_least_allocated)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_strategy(cls, data: Any) -> Any:
+        # An explicit null strategy means "use the default", as an absent one does.
+        if isinstance(data, dict) and "scoringStrategy" in data and data["scoringStrategy"] is None:
+            return {k: v for k, v in data.items() if k != "scoringStrategy"}
+        return data
+
+    def validate_args(self, path: str) -> list[FieldError]:
+        errs: list[FieldError] = []
+        for i, res in enumerate(self.ignored_resources):
+            errs.extend(validate_qualified_name(f"{path}.ignoredResources[{i}]", res))
+        for i, group in enumerate(self.ignored_resource_groups):
+            p = f"{path}.ignoredResourceGroups[{i}]"
+            if "/" in group:
+                errs.append(invalid(p, group, "resource group name can't contain '/'"))
+            errs.extend(validate_qualified_name(p, group))
+        strategy = self.scoring_strategy
+        sp = f"{path}.scoringStrategy"
+        if strategy.type not in STRATEGIES:
+            errs.append(not_supported(f"{sp}.type", strategy.type, STRATEGIES))
+        errs.extend(validate_resource_weights(f"{sp}.resources", strategy.resources))
+        ratio_path = f"{sp}.requestedToCapacityRatio"
+        if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
+            if strategy.requested_to_capacity_ratio is None:
+                errs.append(required(ratio_path, "must be specified when type is RequestedToCapacityRatio"))
+            else:
+                errs.extend(_validate_shape(f"{ratio_path}.shape", strategy.requested_to_capacity_ratio.shape))
+        elif strategy.requested_to_capacity_ratio is not None:
+            errs.append(forbidden(ratio_path, "must be nil when type is not RequestedToCapacityRatio"))
+        return errs
+
+
+def _validate_shape(path: str, shape: tuple[UtilizationShapePoint, ...]) -> list[FieldError]:
+    if not shape:
+        return [required(path, "at least one point must be specified")]
+    errs: list[FieldError] = []
+    for i in range(1, len(shape)):
+        if shape[i - 1].utilization >= shape[i].utilization:
+            errs.append(
+                invalid(
+                    f"{path}[{i}].utilization",
+                    shape[i].utilization,
+                    "values must be sorted in increasing order",
+                )
             )
-        if not 0 <= u <= 100 or not 0 <= s <= MAX_CUSTOM_PRIORITY_SCORE:
-            raise ValueError(
-                f"scoringStrategy.requestedToCapacityRatio.shape[{i}]: point ({u}, {s}) out of range"
+            break
+    for i, point in enumerate(shape):
+        if not 0 <= point.utilization <= 100:
+            errs.append(invalid(f"{path}[{i}].utilization", point.utilization, "not in valid range [0, 100]"))
+        if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
+            errs.append(
+                invalid(
+                    f"{path}[{i}].score", point.score, f"not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]"
+                )
             )
+    return errs
+
+
+# --- the plugin ----------------------------------------------------------------------------------------------
 
 
 class NodeResourcesFit:
     name = NAME
     scores_in_range = True
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
-        self.ignored_resources = frozenset(get_arg(args, "ignoredResources") or ())
-        self.ignored_groups = frozenset(get_arg(args, "ignoredResourceGroups") or ())
-        strategy = get_arg(args, "scoringStrategy")
-        self.strategy = (
-            (get_arg(strategy, "type") or LEAST_ALLOCATED) if strategy is not None else LEAST_ALLOCATED
-        )
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"scoring strategy {self.strategy} is not supported")
-        resources = parse_resources(get_arg(strategy, "resources"))
-        validate_weights(resources, "scoringStrategy.resources")
-        self._resources = RequestedResources(resources, use_requested=False)
-        shape = _parse_shape(get_arg(get_arg(strategy, "requestedToCapacityRatio"), "shape"))
-        _validate_shape(shape)
-        self._shape = scale_shape(shape)
+    def __init__(self, args: NodeResourcesFitArgs, handle: Any = None) -> None:
+        self.ignored_resources = frozenset(args.ignored_resources)
+        self.ignored_groups = frozenset(args.ignored_resource_groups)
+        strategy = args.scoring_strategy
+        self.strategy = strategy.type
+        self._resources = RequestedResources(resource_weights(strategy.resources), use_requested=False)
+        ratio = strategy.requested_to_capacity_ratio
+        shape = tuple((p.utilization, p.score) for p in ratio.shape) if ratio is not None else ()
+        self._shape = scale_shape(shape or DEFAULT_SHAPE)
         self._plans: dict[tuple[int, bytes], _FitPlan] = {}
         self._memo = SlotMemo()
         self._reasons: dict[int, str] = {}
@@ -237,5 +319,4 @@ class NodeResourcesFit:
         return requested_to_capacity_ratio_one(row, *self._shape)
 
 
-def new(args: Any, handle: Any) -> NodeResourcesFit:
-    return NodeResourcesFit(args, handle)
+PLUGIN = PluginDefinition(NAME, NodeResourcesFit, NodeResourcesFitArgs)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import ClusterEvent, CycleState, Filtered
 from kubesched.scheduler.plugins.taint_toleration import NO_SCHEDULE, tolerated
 
@@ -22,7 +23,7 @@ UNSCHEDULABLE_TAINT = ("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
 class NodeUnschedulable:
     name = NAME
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
+    def __init__(self, args: None = None, handle: Any = None) -> None:
         pass
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> Filtered:
@@ -38,5 +39,4 @@ class NodeUnschedulable:
         ]
 
 
-def new(args: Any, handle: Any) -> NodeUnschedulable:
-    return NodeUnschedulable(args, handle)
+PLUGIN = PluginDefinition(NAME, NodeUnschedulable)

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from kubesched.scheduler.framework.catalogue import PluginDefinition
+from kubesched.scheduler.framework.handle import Handle, WorkloadLister
 from kubesched.scheduler.framework.interface import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -47,14 +49,13 @@ from kubesched.scheduler.plugins.node_affinity import (
     Requirement,
     SelectorDispatch,
     SelectorError,
-    arg,
-    args_to_dict,
     label_codes,
 )
+from kubesched.scheduler.plugins.pod_topology_spread_args import SYSTEM_DEFAULTING, PodTopologySpreadArgs
 
 if TYPE_CHECKING:
     from kubesched.scheduler.cache import NodeTable
-    from kubesched.scheduler.podinfo import PodInfo
+    from kubesched.scheduler.podinfo import PodInfo, QueuedPodInfo
 
 NAME = "PodTopologySpread"
 
@@ -66,11 +67,6 @@ LABEL_ZONE = "topology.kubernetes.io/zone"
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 HONOR, IGNORE = "Honor", "Ignore"
-
-SYSTEM_DEFAULT_CONSTRAINTS: tuple[dict[str, Any], ...] = (
-    {"maxSkew": 3, "topologyKey": LABEL_HOSTNAME, "whenUnsatisfiable": SCHEDULE_ANYWAY},
-    {"maxSkew": 5, "topologyKey": LABEL_ZONE, "whenUnsatisfiable": SCHEDULE_ANYWAY},
-)
 
 _MAX_INT32 = 2**31 - 1
 
@@ -402,16 +398,6 @@ def parse_constraints(
 # Default constraints need the workloads that select or own the pod.
 
 
-class WorkloadLister(Protocol):
-    """What default spreading needs from the informers (Services, ReplicaSets, StatefulSets, RCs)."""
-
-    def services(self, namespace: str) -> Iterable[Mapping[str, Any]]: ...
-
-    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        """kind is ReplicaSet, StatefulSet or ReplicationController."""
-        ...
-
-
 _OWNER_KINDS = {
     ("v1", "ReplicationController"): "ReplicationController",
     ("apps/v1", "ReplicaSet"): "ReplicaSet",
@@ -450,22 +436,6 @@ def default_selector(pod: PodInfo, lister: WorkloadLister) -> LabelSelector:
     if other.nothing:
         return selector
     return selector.with_requirements(other.requirements)
-
-
-def shared_object(handle: Any, name: str, *methods: str) -> Any:
-    """``handle.shared[name]`` (or attribute ``name``) if it has ``methods``; else None."""
-    shared = getattr(handle, "shared", None)
-    obj = shared.get(name) if isinstance(shared, Mapping) else None
-    if obj is None:
-        obj = getattr(handle, name, None)
-    if obj is not None and all(callable(getattr(obj, m, None)) for m in methods):
-        return obj
-    return None
-
-
-def workload_lister_from(handle: Any) -> WorkloadLister | None:
-    """The workload lister the scheduler shares with plugins as ``handle.shared["workloads"]``."""
-    return shared_object(handle, "workloads", "services", "get")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -533,22 +503,14 @@ class PodTopologySpread:
 
     name = NAME
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
-        a = args_to_dict(args)
+    def __init__(self, args: PodTopologySpreadArgs, handle: Handle | None = None) -> None:
         self.handle = handle
-        defaulting = arg(a, "defaultingType") or "System"
-        configured = [dict(c) for c in arg(a, "defaultConstraints") or ()]
-        if defaulting == "System":
-            if configured:
-                raise ValueError("defaultingType System does not take defaultConstraints")
-            self.default_constraints: list[dict[str, Any]] = [dict(c) for c in SYSTEM_DEFAULT_CONSTRAINTS]
-            self.system_defaulted = True
-        elif defaulting == "List":
-            self.default_constraints = [_camel_constraint(c) for c in configured]
-            self.system_defaulted = False
-        else:
-            raise ValueError(f"unsupported defaultingType {defaulting!r}")
-        self.workloads = workload_lister_from(handle)
+        self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
+        # parse_constraints reads the API's camelCase form, as it does for a pod's own constraints.
+        self.default_constraints: list[dict[str, Any]] = [
+            c.model_dump(by_alias=True, exclude_none=True) for c in args.effective_default_constraints
+        ]
+        self.workloads: WorkloadLister | None = handle.workloads if handle is not None else None
         # Parsed default constraints per action, when they do not depend on the pod's labels (no matchLabelKeys).
         self._parsed_defaults: dict[str, list[Constraint]] | None = (
             None if any(c.get("matchLabelKeys") for c in self.default_constraints) else {}
@@ -575,6 +537,19 @@ class PodTopologySpread:
             ClusterEvent("Node", "UpdateNodeLabel"),
             ClusterEvent("Node", "UpdateNodeTaint"),
         ]
+
+    def waits_for_assigned_pods(self, qpod: QueuedPodInfo) -> bool:
+        """A pod this plugin rejected may fit once another pod is bound (the spread changed)."""
+        return NAME in qpod.unschedulable_plugins
+
+    def assigned_pod_may_help(
+        self,
+        qpod: QueuedPodInfo,
+        assigned: PodInfo,
+        namespace_labels: Callable[[], Mapping[str, str] | None],
+    ) -> bool:
+        # Spreading counts pods of the pod's own namespace only.
+        return NAME in qpod.unschedulable_plugins and qpod.pod_info.namespace == assigned.namespace
 
     # -- constraints of a pod
 
@@ -823,19 +798,4 @@ def _effective_codes(lc: LabelCodes) -> np.ndarray:
     return np.where(lc.codes >= 0, lc.codes, lc.vocab.get("", lc.size))
 
 
-def _camel_constraint(c: Mapping[str, Any]) -> dict[str, Any]:
-    keys = (
-        "maxSkew",
-        "topologyKey",
-        "whenUnsatisfiable",
-        "labelSelector",
-        "minDomains",
-        "nodeAffinityPolicy",
-        "nodeTaintsPolicy",
-        "matchLabelKeys",
-    )
-    return {k: v for k in keys if (v := arg(c, k)) is not None}
-
-
-def new(args: Any, handle: Any) -> PodTopologySpread:
-    return PodTopologySpread(args, handle)
+PLUGIN = PluginDefinition(NAME, PodTopologySpread, PodTopologySpreadArgs)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kubesched.scheduler.framework.catalogue import PluginDefinition
+
 if TYPE_CHECKING:
     from kubesched.scheduler.podinfo import QueuedPodInfo
 
@@ -13,7 +15,7 @@ NAME = "PrioritySort"
 class PrioritySort:
     name = NAME
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
+    def __init__(self, args: None = None, handle: Any = None) -> None:
         pass
 
     def sort_key(self, qpod: QueuedPodInfo) -> tuple[int, float]:
@@ -24,5 +26,4 @@ class PrioritySort:
         return self.sort_key(a) < self.sort_key(b)
 
 
-def new(args: Any, handle: Any) -> PrioritySort:
-    return PrioritySort(args, handle)
+PLUGIN = PluginDefinition(NAME, PrioritySort)

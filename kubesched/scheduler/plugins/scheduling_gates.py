@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import ClusterEvent, Code, Status
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ NAME = "SchedulingGates"
 class SchedulingGates:
     name = NAME
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
+    def __init__(self, args: None = None, handle: Any = None) -> None:
         pass
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
@@ -28,5 +29,4 @@ class SchedulingGates:
         return [ClusterEvent("Pod", "UpdatePodSchedulingGatesEliminated")]
 
 
-def new(args: Any, handle: Any) -> SchedulingGates:
-    return SchedulingGates(args, handle)
+PLUGIN = PluginDefinition(NAME, SchedulingGates)

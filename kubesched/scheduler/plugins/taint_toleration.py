@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import MAX_NODE_SCORE, ClusterEvent, CycleState, Filtered, Status
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ class TaintToleration:
     name = NAME
     scores_in_range = True
 
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
+    def __init__(self, args: None = None, handle: Any = None) -> None:
         self._hard = _SetLookup(_untolerated_hard)
         self._soft = _SetLookup(_untolerated_soft)
 
@@ -128,5 +129,4 @@ class TaintToleration:
         return default_normalize_score(scores, reverse=True)
 
 
-def new(args: Any, handle: Any) -> TaintToleration:
-    return TaintToleration(args, handle)
+PLUGIN = PluginDefinition(NAME, TaintToleration)
