@@ -13,11 +13,20 @@ import sys
 # subcommand → (module, one-line help). Modules are imported lazily so `kubesched cluster up` does not pay for
 # numpy and the scheduler framework, and vice versa.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "cluster": ("kubesched.cluster.cli", "run a local Kubernetes-API-compatible cluster with simulated nodes"),
+    "cluster": (
+        "kubesched.cluster.cli",
+        "run a local Kubernetes-API-compatible cluster with simulated nodes",
+    ),
     "scheduler": ("kubesched.scheduler.cli", "run the scheduler (a drop-in for kube-scheduler)"),
-    "simulate": ("kubesched.scheduler.simulate", "schedule pods from a file offline and show why each landed where"),
+    "simulate": (
+        "kubesched.scheduler.simulate",
+        "schedule pods from a file offline and show why each landed where",
+    ),
     "bench": ("kubesched.bench.cli", "run scheduler_perf-style benchmarks"),
-    "annotator": ("kubesched.loadaware.cli", "write node load annotations from Prometheus (crane-scheduler-controller's job)"),
+    "annotator": (
+        "kubesched.loadaware.cli",
+        "write node load annotations from Prometheus (crane-scheduler-controller's job)",
+    ),
 }
 # Subcommands that build schedulers: their ``run(args, catalogue)`` gets the application's plugin catalogue,
 # assembled here, at the edge, once (``kubesched.catalogue``).

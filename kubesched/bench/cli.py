@@ -29,26 +29,56 @@ PROGRESS_INTERVAL = 0.1
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-w", "--workload", action="append", default=None,
-                   help=f"workload to run (repeatable or comma-separated; 'all' for every one): {', '.join(WORKLOADS)}"
-                        " (default SchedulingBasic)")
-    p.add_argument("--mode", choices=("inprocess", "e2e"), default="inprocess",
-                   help="inprocess: the scheduler fed directly, no HTTP; e2e: local cluster and scheduler processes")
+    p.add_argument(
+        "-w",
+        "--workload",
+        action="append",
+        default=None,
+        help=f"workload to run (repeatable or comma-separated; 'all' for every one): {', '.join(WORKLOADS)}"
+        " (default SchedulingBasic)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("inprocess", "e2e"),
+        default="inprocess",
+        help="inprocess: the scheduler fed directly, no HTTP; e2e: local cluster and scheduler processes",
+    )
     p.add_argument("--nodes", type=int, default=None, help="number of nodes (default: the workload's)")
     p.add_argument("--init-pods", type=int, default=None, help="initial pods, scheduled but not measured")
     p.add_argument("--pods", type=int, default=None, help="measured pods")
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table",
-                   help="table (default) or json: one JSON object per workload, one per line")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table (default) or json: one JSON object per workload, one per line",
+    )
     p.add_argument("--seed", type=int, default=1, help="seed for the scheduler's tie-breaking (in process)")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each phase's pods to bind")
-    p.add_argument("--create", choices=("before", "live"), default="before",
-                   help="e2e: create the measured pods before (re)starting the scheduler, or while it runs")
-    p.add_argument("--scale", metavar="N[,N...]", default=None,
-                   help="run each workload at these node counts (same pod counts) and report the scheduler's CPU "
-                        "time per pod at each, e.g. --scale 500,5000,15000")
-    p.add_argument("--profile", metavar="FILE", default=None,
-                   help="in process: write cProfile stats of the measured phase to FILE ({workload} is replaced)")
-    p.add_argument("--no-isolate", action="store_true", help="in process: run in this process, not a fresh one")
+    p.add_argument(
+        "--timeout", type=float, default=900.0, help="seconds to wait for each phase's pods to bind"
+    )
+    p.add_argument(
+        "--create",
+        choices=("before", "live"),
+        default="before",
+        help="e2e: create the measured pods before (re)starting the scheduler, or while it runs",
+    )
+    p.add_argument(
+        "--scale",
+        metavar="N[,N...]",
+        default=None,
+        help="run each workload at these node counts (same pod counts) and report the scheduler's CPU "
+        "time per pod at each, e.g. --scale 500,5000,15000",
+    )
+    p.add_argument(
+        "--profile",
+        metavar="FILE",
+        default=None,
+        help="in process: write cProfile stats of the measured phase to FILE ({workload} is replaced)",
+    )
+    p.add_argument(
+        "--no-isolate", action="store_true", help="in process: run in this process, not a fresh one"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
@@ -101,7 +131,9 @@ def _profile_path(template: str | None, workload: Workload) -> str | None:
     return template.replace("{workload}", workload.name) if template else None
 
 
-def run_one(workload: Workload, args: argparse.Namespace, catalogue: Catalogue, progress: Any) -> dict[str, Any]:
+def run_one(
+    workload: Workload, args: argparse.Namespace, catalogue: Catalogue, progress: Any
+) -> dict[str, Any]:
     """One workload in the chosen mode, in this process."""
     if args.mode == "e2e":
         from kubesched.bench.e2e import E2eOptions, run_e2e
@@ -109,7 +141,9 @@ def run_one(workload: Workload, args: argparse.Namespace, catalogue: Catalogue, 
         return run_e2e(workload, E2eOptions(timeout=args.timeout, create=args.create), catalogue, progress)
     from kubesched.bench.inprocess import RunOptions, run_inprocess
 
-    options = RunOptions(seed=args.seed, timeout=args.timeout, profile_path=_profile_path(args.profile, workload))
+    options = RunOptions(
+        seed=args.seed, timeout=args.timeout, profile_path=_profile_path(args.profile, workload)
+    )
     return run_inprocess(workload, options, catalogue, progress)
 
 
@@ -139,11 +173,15 @@ def run_isolated(
 ) -> dict[str, Any]:
     from kubesched.bench.inprocess import RunOptions, _base_result
 
-    options = RunOptions(seed=args.seed, timeout=args.timeout, profile_path=_profile_path(args.profile, workload))
+    options = RunOptions(
+        seed=args.seed, timeout=args.timeout, profile_path=_profile_path(args.profile, workload)
+    )
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     # The catalogue is pickled into the child (definitions are module-level objects, so this is by reference).
-    proc = ctx.Process(target=_child_main, args=(workload, options, catalogue, args.verbosity, out), daemon=True)
+    proc = ctx.Process(
+        target=_child_main, args=(workload, options, catalogue, args.verbosity, out), daemon=True
+    )
     proc.start()
     deadline = time.monotonic() + 2 * args.timeout + CHILD_GRACE
     result: dict[str, Any] | None = None
@@ -189,8 +227,12 @@ class _ProgressBar:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                console=Console(stderr=True), transient=True,
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
             )
             self._progress.start()
         return self
@@ -206,8 +248,9 @@ class _ProgressBar:
 
     def update(self, phase: str, done: int, total: int) -> None:
         if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, description=f"{self._workload}: {phase}", completed=done,
-                                  total=total)
+            self._progress.update(
+                self._task, description=f"{self._workload}: {phase}", completed=done, total=total
+            )
 
     def finish(self) -> None:
         if self._progress is not None and self._task is not None:
@@ -233,7 +276,19 @@ def print_table(results: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(title="kubesched bench (pods/s)")
-    for col in ("workload", "mode", "sizes", "avg", "p50", "p90", "p99", "time", "sched RSS", "API RSS", "check"):
+    for col in (
+        "workload",
+        "mode",
+        "sizes",
+        "avg",
+        "p50",
+        "p90",
+        "p99",
+        "time",
+        "sched RSS",
+        "API RSS",
+        "check",
+    ):
         table.add_column(col, justify="left" if col in ("workload", "mode", "check") else "right")
     notes: list[str] = []
     for r in results:
@@ -250,9 +305,17 @@ def print_table(results: list[dict[str, Any]]) -> None:
         check = r["check"]
         verdict = "[green]passed" if check["passed"] else f"[red]FAILED ({check['problemCount']})"
         table.add_row(
-            r["workload"], r["mode"], sizes, f"{t['average']:.0f}", f"{t['p50']:.0f}", f"{t['p90']:.0f}",
-            f"{t['p99']:.0f}", f"{r['durationSeconds']:.1f} s", _mib(r.get("peakRSSBytes")),
-            _mib(r.get("apiServerPeakRSSBytes")), verdict,
+            r["workload"],
+            r["mode"],
+            sizes,
+            f"{t['average']:.0f}",
+            f"{t['p50']:.0f}",
+            f"{t['p90']:.0f}",
+            f"{t['p99']:.0f}",
+            f"{r['durationSeconds']:.1f} s",
+            _mib(r.get("peakRSSBytes")),
+            _mib(r.get("apiServerPeakRSSBytes")),
+            verdict,
         )
         notes.extend(f"{r['workload']}: {p}" for p in check["problems"])
     console = Console()
@@ -275,8 +338,14 @@ def print_scale(results: list[dict[str, Any]]) -> None:
         if cost is None or r.get("error") or r.get("skipped"):
             continue
         base = first.setdefault(r["workload"], (cost, r["nodes"]))
-        table.add_row(r["workload"], str(r["nodes"]), f"{r['throughput']['average']:.0f}", f"{cost:.0f}",
-                      f"{cost / base[0]:.2f}x", f"{r['nodes'] / base[1]:.0f}x")
+        table.add_row(
+            r["workload"],
+            str(r["nodes"]),
+            f"{r['throughput']['average']:.0f}",
+            f"{cost:.0f}",
+            f"{cost / base[0]:.2f}x",
+            f"{r['nodes'] / base[1]:.0f}x",
+        )
     Console().print(table)
 
 
@@ -288,8 +357,10 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
         return loadcompare.run(args, catalogue)
     if args.list:
         for w in WORKLOADS.values():
-            print(f"{w.name:28} {w.nodes:>6} nodes {w.init_pods:>6} initial {w.measured_pods:>6} measured  "
-                  f"{w.description}")
+            print(
+                f"{w.name:28} {w.nodes:>6} nodes {w.init_pods:>6} initial {w.measured_pods:>6} measured  "
+                f"{w.description}"
+            )
         return 0
     try:
         workloads = selected_workloads(args)

@@ -168,7 +168,9 @@ def run_e2e(
     return asyncio.run(_run(workload, options, catalogue, progress or (lambda phase, done, total: None)))
 
 
-async def _run(workload: Workload, options: E2eOptions, catalogue: Catalogue, progress: Progress) -> dict[str, Any]:
+async def _run(
+    workload: Workload, options: E2eOptions, catalogue: Catalogue, progress: Progress
+) -> dict[str, Any]:
     result = _base_result(workload, "e2e")
     result["create"] = options.create
     try:
@@ -183,9 +185,12 @@ async def _run(workload: Workload, options: E2eOptions, catalogue: Catalogue, pr
         progress("starting the cluster", 0, 1)
         cluster_proc, _url, kubeconfig, _lines = await asyncio.to_thread(_start_cluster, work / "cluster")
         config_path = work / "scheduler-config.json"
-        config_path.write_text(json.dumps(config_document(workload, kubeconfig=str(kubeconfig), qps=SCHEDULER_QPS)))
-        result.update(await _drive(workload, options, progress, work, kubeconfig, config_path, cluster_proc,
-                                   schedulers))
+        config_path.write_text(
+            json.dumps(config_document(workload, kubeconfig=str(kubeconfig), qps=SCHEDULER_QPS))
+        )
+        result.update(
+            await _drive(workload, options, progress, work, kubeconfig, config_path, cluster_proc, schedulers)
+        )
     except Exception as e:
         result.update(error=f"{type(e).__name__}: {e}")
         for s in schedulers:
@@ -221,8 +226,18 @@ async def _drive(
     def start_scheduler() -> _Process:
         # The secure port serves /readyz, which passes once the informers synced: scheduling starts then.
         port = _free_port()
-        cmd = [sys.executable, "-m", "kubesched.cli", "scheduler", "--config", str(config_path),
-               "--secure-port", str(port), "--bind-address", "127.0.0.1"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kubesched.cli",
+            "scheduler",
+            "--config",
+            str(config_path),
+            "--secure-port",
+            str(port),
+            "--bind-address",
+            "127.0.0.1",
+        ]
         proc = _Process("scheduler", cmd, work / f"scheduler-{len(schedulers)}.log")
         proc.port = port
         schedulers.append(proc)
@@ -248,7 +263,9 @@ async def _drive(
         init = workload.init_pod_objects()
         watch.on_bind = lambda n: progress("initial pods", n, len(init))
         init_bound = watch.expect_bound(pod_key(p) for p in init)
-        await _create_all(lambda p: client.create("v1", "pods", p, namespace=p["metadata"]["namespace"]), init)
+        await _create_all(
+            lambda p: client.create("v1", "pods", p, namespace=p["metadata"]["namespace"]), init
+        )
         timed_out = not await _wait_alive(init_bound, options.timeout, scheduler)
 
         measured = workload.measured_pod_objects()
@@ -314,8 +331,10 @@ async def _drive(
         else:
             checker.deleted(pod)
     if timed_out:
-        checker.problem(f"timed out after {options.timeout:.0f} s waiting for pods to be bound"
-                        + ("" if scheduler_alive else " (the scheduler process exited)"))
+        checker.problem(
+            f"timed out after {options.timeout:.0f} s waiting for pods to be bound"
+            + ("" if scheduler_alive else " (the scheduler process exited)")
+        )
     check = checker.finish(measured_keys, churn_created)
     out: dict[str, Any] = {
         "throughput": summarize(times, start).as_json(),
@@ -393,4 +412,3 @@ async def _churn(client: Any, workload: Workload, created: list[str]) -> None:
         await client.create("v1", "pods", pod, namespace=pod["metadata"]["namespace"])
         created.append(pod_key(pod))
         await asyncio.sleep(max(0.0, start + len(created) * CHURN_INTERVAL - time.perf_counter()))
-

@@ -119,7 +119,14 @@ class InMemoryApi:
     # --- what the scheduler calls ---------------------------------------------------------------------------
 
     async def create_subresource(
-        self, api_version: str, plural: str, name: str, subresource: str, body: Obj, *, namespace: str | None = None
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        subresource: str,
+        body: Obj,
+        *,
+        namespace: str | None = None,
     ) -> Obj:
         if plural != "pods" or subresource != "binding":
             raise NotImplementedError(f"in-memory API: POST {plural}/{subresource}")
@@ -129,15 +136,24 @@ class InMemoryApi:
             raise _not_found("pods", name)
         uid = (body.get("metadata") or {}).get("uid")
         if uid and uid != old["metadata"].get("uid"):
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": uid mismatch')
+            raise ApiError(
+                409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": uid mismatch'
+            )
         bound_to = old["spec"].get("nodeName")
         if bound_to:
             self.rejected_binds.append(key)
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} '
-                                            f'is already assigned to node "{bound_to}"')
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} '
+                f'is already assigned to node "{bound_to}"',
+            )
         target = (body.get("target") or {}).get("name") or ""
-        new = {**old, "metadata": {**old["metadata"], "resourceVersion": str(next(self._rv))},
-               "spec": {**old["spec"], "nodeName": target}}
+        new = {
+            **old,
+            "metadata": {**old["metadata"], "resourceVersion": str(next(self._rv))},
+            "spec": {**old["spec"], "nodeName": target},
+        }
         self.pods[key] = new
         self.changes.append(("bound", new))
         self.bind_times[key] = time.perf_counter()
@@ -151,8 +167,16 @@ class InMemoryApi:
         return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
     async def patch(
-        self, api_version: str, plural: str, name: str, patch: Any, *, namespace: str | None = None,
-        subresource: str | None = None, patch_type: str = "merge", **_: Any,
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        patch_type: str = "merge",
+        **_: Any,
     ) -> Obj:
         if plural == "events":
             self.events_written += 1
@@ -174,14 +198,24 @@ class InMemoryApi:
                 status["conditions"] = list(merged.values())
             else:
                 status[field] = value
-        new = {**old, "metadata": {**old["metadata"], "resourceVersion": str(next(self._rv))}, "status": status}
+        new = {
+            **old,
+            "metadata": {**old["metadata"], "resourceVersion": str(next(self._rv))},
+            "status": status,
+        }
         self.pods[key] = new
         self._deliver(self._on_update, old, new)
         return new
 
     async def delete(
-        self, api_version: str, plural: str, name: str, *, namespace: str | None = None,
-        preconditions: dict[str, str] | None = None, **_: Any,
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        *,
+        namespace: str | None = None,
+        preconditions: dict[str, str] | None = None,
+        **_: Any,
     ) -> Obj:
         if plural != "pods":
             raise NotImplementedError(f"in-memory API: DELETE {plural}")
@@ -190,7 +224,9 @@ class InMemoryApi:
         if old is None:
             raise _not_found("pods", name)
         if preconditions and preconditions.get("uid") not in (None, old["metadata"].get("uid")):
-            raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {preconditions['uid']}")
+            raise ApiError(
+                409, "Conflict", f"Precondition failed: UID in precondition: {preconditions['uid']}"
+            )
         # Benchmark pods are deleted at once (grace period 0 or no kubelet to wait for).
         del self.pods[key]
         self.changes.append(("deleted", old))
@@ -203,8 +239,9 @@ class InMemoryApi:
             raise _not_found(plural, name)
         return pod
 
-    async def create(self, api_version: str, plural: str, body: Obj, *, namespace: str | None = None,
-                     **_: Any) -> Obj:
+    async def create(
+        self, api_version: str, plural: str, body: Obj, *, namespace: str | None = None, **_: Any
+    ) -> Obj:
         if plural != "events":
             raise NotImplementedError(f"in-memory API: POST {plural}")
         self.events_written += 1
@@ -265,7 +302,9 @@ def run_inprocess(
     return asyncio.run(_run(workload, options, catalogue, progress or (lambda phase, done, total: None)))
 
 
-async def _run(workload: Workload, options: RunOptions, catalogue: Catalogue, progress: Progress) -> dict[str, Any]:
+async def _run(
+    workload: Workload, options: RunOptions, catalogue: Catalogue, progress: Progress
+) -> dict[str, Any]:
     from kubesched.scheduler.scheduler import Scheduler
 
     result = _base_result(workload, "inprocess")
@@ -278,9 +317,14 @@ async def _run(workload: Workload, options: RunOptions, catalogue: Catalogue, pr
     api = InMemoryApi()
     sched = Scheduler(config, api, catalogue=catalogue, seed=options.seed, identity="bench")  # type: ignore[arg-type]
     api.attach(sched._pod_added, sched._pod_updated, sched._pod_deleted)
-    namespaces = [{"apiVersion": "v1", "kind": "Namespace",
-                   "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}}
-                  for ns in workload.namespaces]
+    namespaces = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+        }
+        for ns in workload.namespaces
+    ]
     sched.informers["namespaces"] = _StaticInformer(namespaces)  # type: ignore[assignment]
 
     annotate = load_annotations(time.time()) if workload.load_annotations else None

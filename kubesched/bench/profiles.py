@@ -30,10 +30,12 @@ def config_document(workload: Workload, *, kubeconfig: str | None = None, qps: f
     if kubeconfig is not None:
         doc["clientConnection"] = {"kubeconfig": kubeconfig, "qps": qps, "burst": int(qps)}
     if workload.needs_plugin:
-        doc["profiles"] = [{
-            "schedulerName": "default-scheduler",
-            "plugins": {"multiPoint": {"enabled": [{"name": workload.needs_plugin}]}},
-        }]
+        doc["profiles"] = [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {"multiPoint": {"enabled": [{"name": workload.needs_plugin}]}},
+            }
+        ]
     return doc
 
 

@@ -47,25 +47,38 @@ def _duration(value: str) -> float:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="path to a KubeSchedulerConfiguration file (v1, v1beta3 or v1beta2)")
-    p.add_argument("--kubeconfig", help="kubeconfig file (without --config, or when the config file names none)")
+    p.add_argument(
+        "--kubeconfig", help="kubeconfig file (without --config, or when the config file names none)"
+    )
     p.add_argument("--master", help="address of the API server (overrides the kubeconfig's server)")
-    p.add_argument("--leader-elect", type=_go_bool, nargs="?", const=True, default=None,
-                   help="campaign for the leader Lease before scheduling (default from the config: true)")
+    p.add_argument(
+        "--leader-elect",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=None,
+        help="campaign for the leader Lease before scheduling (default from the config: true)",
+    )
     p.add_argument("--leader-elect-lease-duration", type=_duration, default=None)
     p.add_argument("--leader-elect-renew-deadline", type=_duration, default=None)
     p.add_argument("--leader-elect-retry-period", type=_duration, default=None)
     p.add_argument("--leader-elect-resource-lock", default=None, help="only 'leases' is supported")
     p.add_argument("--leader-elect-resource-name", default=None)
     p.add_argument("--leader-elect-resource-namespace", default=None)
-    p.add_argument("--secure-port", type=int, default=10259, help="HTTPS port for /healthz and /metrics (0 = off)")
+    p.add_argument(
+        "--secure-port", type=int, default=10259, help="HTTPS port for /healthz and /metrics (0 = off)"
+    )
     p.add_argument("--bind-address", default="0.0.0.0", help="address of the secure port (default 0.0.0.0)")
     p.add_argument("--tls-cert-file", default=None)
     p.add_argument("--tls-private-key-file", default=None)
     p.add_argument("--kube-api-qps", type=float, default=None, help="deprecated: use clientConnection.qps")
     p.add_argument("--kube-api-burst", type=int, default=None, help="deprecated: use clientConnection.burst")
     p.add_argument("--seed", type=int, default=None, help="seed the tie-breaking among equally scored nodes")
-    p.add_argument("--explain", action="store_true",
-                   help="keep recent decisions with per-plugin scores, served at /debug/decisions (kubesched)")
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="keep recent decisions with per-plugin scores, served at /debug/decisions (kubesched)",
+    )
     p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity (klog levels)")
 
 
@@ -101,7 +114,11 @@ def load_effective_config(args: argparse.Namespace, catalogue: Catalogue) -> Any
         if value is not None:
             overrides[field] = value
     if overrides:
-        le = dataclasses.replace(le, **overrides) if dataclasses.is_dataclass(le) else le.model_copy(update=overrides)
+        le = (
+            dataclasses.replace(le, **overrides)
+            if dataclasses.is_dataclass(le)
+            else le.model_copy(update=overrides)
+        )
         config = (
             dataclasses.replace(config, leader_election=le)
             if dataclasses.is_dataclass(config)
@@ -110,7 +127,9 @@ def load_effective_config(args: argparse.Namespace, catalogue: Catalogue) -> Any
     le = config.leader_election
     if le.leader_elect:
         if le.resource_lock not in ("leases", "endpointsleases", "configmapsleases"):
-            raise ValueError(f'leaderElection.resourceLock: Unsupported value: "{le.resource_lock}": supported values: "leases"')
+            raise ValueError(
+                f'leaderElection.resourceLock: Unsupported value: "{le.resource_lock}": supported values: "leases"'
+            )
         if not (le.lease_duration > le.renew_deadline > 1.2 * le.retry_period > 0):
             raise ValueError(
                 "leaderElection: leaseDuration must be greater than renewDeadline, and renewDeadline greater than "
@@ -161,8 +180,15 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
     client = ApiClient(client_config)
     metrics = SchedulerMetrics()
     try:
-        sched = Scheduler(config, client, catalogue=catalogue, metrics=metrics, seed=args.seed, identity=identity,
-                          explain=args.explain)
+        sched = Scheduler(
+            config,
+            client,
+            catalogue=catalogue,
+            metrics=metrics,
+            seed=args.seed,
+            identity=identity,
+            explain=args.explain,
+        )
     except (KeyError, ValueError) as e:
         await client.close()
         print(f"kubesched scheduler: cannot build the scheduling profiles: {e}", file=sys.stderr)
@@ -266,7 +292,10 @@ def _configz(config: Any) -> dict[str, Any]:
     try:
         if hasattr(config, "model_dump"):
             return config.model_dump(mode="json")
-        return {"apiVersion": getattr(config, "api_version", ""), "profiles": [p.scheduler_name for p in config.profiles]}
+        return {
+            "apiVersion": getattr(config, "api_version", ""),
+            "profiles": [p.scheduler_name for p in config.profiles],
+        }
     except Exception:
         return {}
 

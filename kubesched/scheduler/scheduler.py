@@ -205,7 +205,9 @@ class Scheduler:
             if plural == "namespaces":
                 inf.add_handler(
                     lambda o: self.queue.move_all_to_active_or_backoff(ClusterEvent("Namespace", "Add")),
-                    lambda o, n: self.queue.move_all_to_active_or_backoff(ClusterEvent("Namespace", "Update")),
+                    lambda o, n: self.queue.move_all_to_active_or_backoff(
+                        ClusterEvent("Namespace", "Update")
+                    ),
                     None,
                 )
             self.informers[plural] = inf
@@ -328,8 +330,15 @@ class Scheduler:
         result = fw.schedule(state, pi, record_scores=self.decisions is not None)
         algo = time.perf_counter() - start
         if self.decisions is not None:
-            self.decisions.record(pi.key, result.node, profile=fw.scheduler_name, message=result.status.message(),
-                                  filtered=result.filtered, scores=result.scores, total_scores=result.total_scores)
+            self.decisions.record(
+                pi.key,
+                result.node,
+                profile=fw.scheduler_name,
+                message=result.status.message(),
+                filtered=result.filtered,
+                scores=result.scores,
+                total_scores=result.total_scores,
+            )
         self.metrics.observe_algorithm(algo)
         if result.node is None:
             await self._handle_failure(fw, qpi, state, result.status, result.diagnosis, start)
@@ -387,8 +396,12 @@ class Scheduler:
         elapsed = time.perf_counter() - start
         self.metrics.observe_attempt("scheduled", fw.scheduler_name, elapsed)
         first = qpi.initial_attempt_ts or qpi.timestamp
-        self.metrics.observe_pod_scheduled(qpi.attempts or 1, max(0.0, self.queue.clock() - first) if first else 0.0)
-        self._record(fw, pi.pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pi.key} to {node}")
+        self.metrics.observe_pod_scheduled(
+            qpi.attempts or 1, max(0.0, self.queue.clock() - first) if first else 0.0
+        )
+        self._record(
+            fw, pi.pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pi.key} to {node}"
+        )
         fw.run_post_bind(state, assumed, node)
         self.queue.done(pi.uid)
         if self.on_scheduled is not None:
@@ -449,14 +462,22 @@ class Scheduler:
         if self.client is None:
             return
         current = next(
-            (c for c in (pi.pod.get("status") or {}).get("conditions") or () if c.get("type") == "PodScheduled"),
+            (
+                c
+                for c in (pi.pod.get("status") or {}).get("conditions") or ()
+                if c.get("type") == "PodScheduled"
+            ),
             None,
         )
         if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == (
-            "False", reason, message
+            "False",
+            reason,
+            message,
         ):
             return
-        changed_at = (current or {}).get("lastTransitionTime") if (current or {}).get("status") == "False" else None
+        changed_at = (
+            (current or {}).get("lastTransitionTime") if (current or {}).get("status") == "False" else None
+        )
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -478,8 +499,13 @@ class Scheduler:
         assert self.client is not None
         try:
             await self.client.patch(
-                "v1", "pods", pi.name, {"status": {"conditions": [condition]}},
-                namespace=pi.namespace, subresource="status", patch_type="strategic",
+                "v1",
+                "pods",
+                pi.name,
+                {"status": {"conditions": [condition]}},
+                namespace=pi.namespace,
+                subresource="status",
+                patch_type="strategic",
             )
         except ApiError as e:
             if not e.is_not_found():
@@ -487,9 +513,16 @@ class Scheduler:
         except Exception as e:  # connection trouble: the next attempt writes it again
             log.warning("updating the PodScheduled condition of %s failed: %s", pi.key, e)
 
-    def _record(self, fw: Framework, pod: dict[str, Any], etype: str, reason: str, action: str, note: str) -> None:
+    def _record(
+        self, fw: Framework, pod: dict[str, Any], etype: str, reason: str, action: str, note: str
+    ) -> None:
         rec = self.recorders.get(fw.scheduler_name)
         if rec is not None:
             rec.event(pod, etype, reason, action, note)
-        log.log(logging.INFO if etype == "Normal" else logging.WARNING, "%s %s: %s", reason,
-                (pod.get("metadata") or {}).get("name"), note)
+        log.log(
+            logging.INFO if etype == "Normal" else logging.WARNING,
+            "%s %s: %s",
+            reason,
+            (pod.get("metadata") or {}).get("name"),
+            note,
+        )

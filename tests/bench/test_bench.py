@@ -189,8 +189,16 @@ def test_summary_percentiles_as_scheduler_perf() -> None:
 def assert_passed(result: dict[str, Any]) -> None:
     assert not result.get("error"), result
     assert result["check"]["passed"], result["check"]["problems"]
-    for key in ("workload", "mode", "nodes", "initPods", "measuredPods", "throughput", "durationSeconds",
-                "peakRSSBytes"):
+    for key in (
+        "workload",
+        "mode",
+        "nodes",
+        "initPods",
+        "measuredPods",
+        "throughput",
+        "durationSeconds",
+        "peakRSSBytes",
+    ):
         assert key in result
     assert set(result["throughput"]) == {"average", "p50", "p90", "p99"}
     assert result["throughput"]["average"] > 0 and result["peakRSSBytes"] > 0
@@ -230,8 +238,22 @@ def test_workload_needing_an_unregistered_plugin_is_skipped_with_a_reason() -> N
 
 
 def test_cli_json_runs_isolated_and_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["bench", "-w", "SchedulingBasic,TopologySpreading", "--nodes", "5", "--init-pods", "2", "--pods",
-               "6", "-o", "json", "--no-progress"])
+    rc = main(
+        [
+            "bench",
+            "-w",
+            "SchedulingBasic,TopologySpreading",
+            "--nodes",
+            "5",
+            "--init-pods",
+            "2",
+            "--pods",
+            "6",
+            "-o",
+            "json",
+            "--no-progress",
+        ]
+    )
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert rc == 0
     assert [r["workload"] for r in lines] == ["SchedulingBasic", "TopologySpreading"]
@@ -241,8 +263,25 @@ def test_cli_json_runs_isolated_and_exit_status(capsys: pytest.CaptureFixture[st
 
 def test_cli_fails_when_the_check_fails(capsys: pytest.CaptureFixture[str]) -> None:
     # 3 nodes cannot hold 4 pods with hostname anti-affinity: some are never bound, so the run fails.
-    rc = main(["bench", "-w", "SchedulingPodAntiAffinity", "--nodes", "3", "--init-pods", "1", "--pods", "3",
-               "--timeout", "2", "-o", "json", "--no-isolate", "--no-progress"])
+    rc = main(
+        [
+            "bench",
+            "-w",
+            "SchedulingPodAntiAffinity",
+            "--nodes",
+            "3",
+            "--init-pods",
+            "1",
+            "--pods",
+            "3",
+            "--timeout",
+            "2",
+            "-o",
+            "json",
+            "--no-isolate",
+            "--no-progress",
+        ]
+    )
     result = json.loads(capsys.readouterr().out)
     assert rc == 1
     assert not result["check"]["passed"]
@@ -250,7 +289,9 @@ def test_cli_fails_when_the_check_fails(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_cli_scale_runs_each_size_and_reports_the_per_pod_cost(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["bench", "--scale", "4,12", "--init-pods", "2", "--pods", "8", "--no-isolate", "--no-progress"])
+    rc = main(
+        ["bench", "--scale", "4,12", "--init-pods", "2", "--pods", "8", "--no-isolate", "--no-progress"]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "per-pod cost by cluster size" in out
@@ -259,7 +300,21 @@ def test_cli_scale_runs_each_size_and_reports_the_per_pod_cost(capsys: pytest.Ca
     assert rows[0].split("│")[2].strip() == "4" and rows[1].split("│")[2].strip() == "12"
     assert rows[0].split("│")[-3].strip() == "1.00x"
 
-    rc = main(["bench", "--scale", "4", "--init-pods", "0", "--pods", "3", "-o", "json", "--no-isolate", "--no-progress"])
+    rc = main(
+        [
+            "bench",
+            "--scale",
+            "4",
+            "--init-pods",
+            "0",
+            "--pods",
+            "3",
+            "-o",
+            "json",
+            "--no-isolate",
+            "--no-progress",
+        ]
+    )
     result = json.loads(capsys.readouterr().out)
     assert rc == 0 and result["nodes"] == 4
     assert result["cpuMicrosecondsPerPod"] == pytest.approx(result["cpuSeconds"] / 3 * 1e6, rel=0.01)

@@ -44,7 +44,9 @@ def dynamic_args(args: dict[str, Any] | None = None) -> DynamicArgs:
 
 
 def plugin(cache: Cache, policy: DynamicSchedulerPolicy | None = None, args: Any = None) -> Dynamic:
-    return Dynamic(dynamic_args(args), Handle(cache=cache), policy=policy or default_policy(), clock=lambda: NOW)
+    return Dynamic(
+        dynamic_args(args), Handle(cache=cache), policy=policy or default_policy(), clock=lambda: NOW
+    )
 
 
 def info(cache: Cache, **kw: Any) -> PodInfo:
@@ -308,7 +310,9 @@ def test_vectorised_filter_and_score_agree_with_crane(nodes: list[tuple[dict[str
     for metrics, hot in nodes:
         annotated.append({**metrics, **({HOT_VALUE_KEY: hot} if hot else {})})
     c = cluster(*(node(f"n{i}", a) for i, a in enumerate(annotated)))
-    dyn = Dynamic(DynamicArgs(), Handle(cache=c), policy=policy, clock=lambda: NOW, hot_values=HotValueStore())
+    dyn = Dynamic(
+        DynamicArgs(), Handle(cache=c), policy=policy, clock=lambda: NOW, hot_values=HotValueStore()
+    )
     names = [f"n{i}" for i in range(len(annotated))]
     rejected = run_filter(c, dyn, names)
     for name, on_node in zip(names, annotated, strict=True):

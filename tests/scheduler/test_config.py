@@ -39,7 +39,6 @@ CONFIGS = Path(__file__).parent / "configs"
 P = ExtensionPoint
 
 
-
 def spec(name: str, *points: str, args: Any = None) -> PluginDefinition:
     """A definition for configuration tests: a class with just the methods of ``points``."""
     cls = type(name, (), {POINT_METHODS[p]: (lambda self, *a: None) for p in points})
@@ -153,7 +152,9 @@ def test_v1_default_score_weights_and_dropped_plugins() -> None:
 
 
 def test_unimplemented_defaults_are_kept_when_the_registry_knows_them() -> None:
-    volume_binding = spec("VolumeBinding", P.PRE_FILTER, P.FILTER, P.PRE_SCORE, P.SCORE, P.RESERVE, P.PRE_BIND)
+    volume_binding = spec(
+        "VolumeBinding", P.PRE_FILTER, P.FILTER, P.PRE_SCORE, P.SCORE, P.RESERVE, P.PRE_BIND
+    )
     profile = default_config(catalogue=with_plugins(volume_binding)).profiles[0]
     assert names(profile.plugins.pre_filter) == [
         "NodeAffinity",
@@ -165,10 +166,14 @@ def test_unimplemented_defaults_are_kept_when_the_registry_knows_them() -> None:
         "DynamicResources",
     ]
     # Upstream's order at Reserve/PreBind: VolumeBinding, DynamicResources.
-    assert names(profile.plugins.reserve) == names(profile.plugins.pre_bind) == [
-        "VolumeBinding",
-        "DynamicResources",
-    ]
+    assert (
+        names(profile.plugins.reserve)
+        == names(profile.plugins.pre_bind)
+        == [
+            "VolumeBinding",
+            "DynamicResources",
+        ]
+    )
     assert profile.plugins.score_weights["VolumeBinding"] == 1  # no weight in multiPoint means 1
     assert "VolumeBinding" not in profile.dropped_default_plugins
 

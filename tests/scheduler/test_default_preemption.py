@@ -248,9 +248,7 @@ def make_env(
         if isinstance(p, str):
             names.append(p)
         else:
-            registry = registry.extended(
-                PluginDefinition(p.name, lambda a, h, p=p: p, plugin_type=type(p))
-            )
+            registry = registry.extended(PluginDefinition(p.name, lambda a, h, p=p: p, plugin_type=type(p)))
             names.append(p.name)
     filters = [n for n in names if n != FailingExtension.name]
     points = {
@@ -1094,6 +1092,8 @@ def test_args_validation_and_candidate_count() -> None:
     assert any("cannot be zero at the same time" in str(e) for e in errors)
     pl = DefaultPreemption(DefaultPreemptionArgs(), Handle())
     assert [pl.calculate_num_candidates(n) for n in (0, 50, 100, 5000)] == [0, 50, 100, 500]
-    pl = DefaultPreemption(preemption_args(minCandidateNodesPercentage=40, minCandidateNodesAbsolute=1), Handle())
+    pl = DefaultPreemption(
+        preemption_args(minCandidateNodesPercentage=40, minCandidateNodesAbsolute=1), Handle()
+    )
     assert pl.calculate_num_candidates(5) == 2
     assert pl.events_to_register()[0].resource == "AssignedPod"

@@ -368,7 +368,9 @@ def test_invalid_preferred_term_is_an_error() -> None:
     )
     assert plugin.pre_score(CycleState(), pod, cache.table, cache.table.slots()).code == Code.ERROR
     with pytest.raises(ValueError, match="addedAffinity"):
-        NodeAffinity(affinity_args({"addedAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": bad}}), None)
+        NodeAffinity(
+            affinity_args({"addedAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": bad}}), None
+        )
 
 
 def test_default_normalize() -> None:

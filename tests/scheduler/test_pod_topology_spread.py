@@ -100,7 +100,11 @@ def existing(spec: str) -> list[dict[str, Any]]:
 
 class World:
     def __init__(
-        self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = (), args: Any = LIST, workloads: Any = None
+        self,
+        nodes: list[dict[str, Any]],
+        pods: list[dict[str, Any]] = (),
+        args: Any = LIST,
+        workloads: Any = None,
     ):
         self.cache = Cache()
         for n in nodes:
@@ -631,7 +635,9 @@ def test_args_validation_and_models() -> None:
 
 
 def test_events() -> None:
-    actions = {(e.resource, e.action) for e in PodTopologySpread(PodTopologySpreadArgs(), None).events_to_register()}
+    actions = {
+        (e.resource, e.action) for e in PodTopologySpread(PodTopologySpreadArgs(), None).events_to_register()
+    }
     assert {
         ("Pod", "Add"),
         ("Pod", "Delete"),

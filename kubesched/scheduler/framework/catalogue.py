@@ -88,7 +88,9 @@ class PluginDefinition:
     def __post_init__(self) -> None:
         cls = self.plugin_type if self.plugin_type is not None else self.factory
         if not isinstance(cls, type):
-            raise TypeError(f"plugin {self.name!r}: give plugin_type when the factory is not the plugin class")
+            raise TypeError(
+                f"plugin {self.name!r}: give plugin_type when the factory is not the plugin class"
+            )
         if self.args is not None and not (isinstance(self.args, type) and issubclass(self.args, BaseModel)):
             raise TypeError(f"plugin {self.name!r}: args must be a pydantic BaseModel subclass")
         object.__setattr__(self, "extension_points", points_of(cls))
@@ -161,7 +163,6 @@ class Catalogue(Mapping[str, PluginDefinition]):
 
     def __repr__(self) -> str:
         return f"Catalogue({', '.join(self._definitions)})"
-
 
 
 __all__ = ["POINT_METHODS", "Catalogue", "PluginDefinition", "PluginFactory", "PluginService", "points_of"]

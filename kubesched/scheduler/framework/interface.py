@@ -75,7 +75,9 @@ class Status:
 
     @staticmethod
     def unschedulable(*reasons: str, unresolvable: bool = False) -> Status:
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE, list(reasons))
+        return Status(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE, list(reasons)
+        )
 
 
 _SUCCESS = Status()
@@ -187,18 +189,22 @@ class QueueSortPlugin(Protocol):
 class PreFilterPlugin(Protocol):
     name: str
 
-    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> tuple[PreFilterResult | None, Status]:
-        ...
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]: ...
 
 
 @runtime_checkable
 class PreFilterExtensions(Protocol):
     """Lets preemption evaluate "what if these pods were gone / added" without a new PreFilter."""
 
-    def add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, node: int, nodes: NodeTable) -> Status: ...
+    def add_pod(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node: int, nodes: NodeTable
+    ) -> Status: ...
 
-    def remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, node: int, nodes: NodeTable) -> Status:
-        ...
+    def remove_pod(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node: int, nodes: NodeTable
+    ) -> Status: ...
 
 
 @runtime_checkable
@@ -284,7 +290,9 @@ class ClusterEvent:
     """A change in the cluster that may make rejected pods schedulable (upstream ``fwk.ClusterEvent``)."""
 
     resource: str  # "Pod", "Node", "Namespace", ...
-    action: str  # "Add", "Update", "Delete", "UpdateNodeLabel", "UpdateNodeTaint", "UpdateNodeAllocatable", ...
+    action: (
+        str  # "Add", "Update", "Delete", "UpdateNodeLabel", "UpdateNodeTaint", "UpdateNodeAllocatable", ...
+    )
 
 
 @runtime_checkable

@@ -98,6 +98,7 @@ class DefaultPreemptionArgs(ArgsModel):
             )
         return errs
 
+
 # Added to every priority before summing, so that victims of negative priority still count as a cost.
 _PRIORITY_OFFSET = 2**31
 

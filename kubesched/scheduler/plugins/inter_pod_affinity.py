@@ -73,6 +73,7 @@ class InterPodAffinityArgs(ArgsModel):
             return [invalid(f"{path}.hardPodAffinityWeight", w, "not in valid range [0, 100]")]
         return []
 
+
 ERR_REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 ERR_REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 ERR_REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
@@ -261,9 +262,7 @@ class AffinityTermIndex:
         if not dispatch:
             return []  # the usual case: no scheduled pod has such a term (asked several times per cycle)
         return [
-            g
-            for g in dispatch.candidates(pod.labels)
-            if g.term.matches(pod.namespace, pod.labels, ns_labels)
+            g for g in dispatch.candidates(pod.labels) if g.term.matches(pod.namespace, pod.labels, ns_labels)
         ]
 
     @staticmethod

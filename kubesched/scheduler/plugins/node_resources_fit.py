@@ -142,7 +142,9 @@ class NodeResourcesFitArgs(ArgsModel):
             if strategy.requested_to_capacity_ratio is None:
                 errs.append(required(ratio_path, "must be specified when type is RequestedToCapacityRatio"))
             else:
-                errs.extend(_validate_shape(f"{ratio_path}.shape", strategy.requested_to_capacity_ratio.shape))
+                errs.extend(
+                    _validate_shape(f"{ratio_path}.shape", strategy.requested_to_capacity_ratio.shape)
+                )
         elif strategy.requested_to_capacity_ratio is not None:
             errs.append(forbidden(ratio_path, "must be nil when type is not RequestedToCapacityRatio"))
         return errs
