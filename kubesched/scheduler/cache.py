@@ -16,7 +16,6 @@ state, not a copy, and must not be mutated.
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
@@ -629,24 +628,14 @@ class Cache:
     """The NodeTable plus upstream's assumed-pod bookkeeping and informer handlers.
 
     A pod is *assumed* on a node between the scheduling cycle and the informer reporting it bound: it already
-    counts on the node so the next cycles see the resources taken. ``finish_binding`` starts the expiry clock;
-    with ``assumed_ttl`` 0 (upstream's default since 1.2x) assumed pods never expire and only ``forget`` or
-    the informer removes them.
+    counts on the node so the next cycles see the resources taken. Assumed pods never expire (upstream's
+    default since 1.2x): only ``forget`` or the informer removes them.
     """
 
-    def __init__(
-        self,
-        res: ResourceIndex | None = None,
-        *,
-        assumed_ttl: float = 0.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, res: ResourceIndex | None = None) -> None:
         self.res = res if res is not None else ResourceIndex()
         self.table = NodeTable(self.res)
-        self.assumed_ttl = assumed_ttl
-        self._clock = clock
         self._assumed: dict[str, PodInfo] = {}
-        self._deadlines: dict[str, float | None] = {}  # uid -> expiry (None until binding finished)
         self._infos: dict[str, PodInfo] = {}  # uid -> informer PodInfo (last version seen)
 
     # --- building PodInfo ----------------------------------------------------------------------------------
@@ -706,35 +695,14 @@ class Cache:
         assumed = pi.assumed_on(node_name)
         self.table.add_pod(assumed, node_name)
         self._assumed[pi.uid] = assumed
-        self._deadlines[pi.uid] = None
         return assumed
-
-    def finish_binding(self, uid: str, now: float | None = None) -> None:
-        """The bind call returned: start the expiry clock of the assumed pod."""
-        if uid in self._assumed and self.assumed_ttl > 0:
-            self._deadlines[uid] = (self._clock() if now is None else now) + self.assumed_ttl
 
     def forget(self, uid: str) -> PodInfo | None:
         """Undo ``assume`` (binding failed or the pod was rejected after Reserve)."""
         pi = self._assumed.pop(uid, None)
-        self._deadlines.pop(uid, None)
         if pi is None:
             return None
         return self.table.remove_pod(uid)
-
-    def cleanup_expired(self, now: float | None = None) -> list[PodInfo]:
-        """Drop assumed pods whose binding finished more than ``assumed_ttl`` ago and never showed up."""
-        if self.assumed_ttl <= 0 or not self._assumed:
-            return []
-        t = self._clock() if now is None else now
-        expired = [uid for uid, deadline in self._deadlines.items() if deadline is not None and deadline <= t]
-        out = []
-        for uid in expired:
-            log.warning("assumed pod %s expired before its binding was observed", uid)
-            pi = self.forget(uid)
-            if pi is not None:
-                out.append(pi)
-        return out
 
     # --- informer: nodes -----------------------------------------------------------------------------------
 
@@ -758,7 +726,6 @@ class Cache:
             return None
         self._infos[uid] = pi
         assumed = self._assumed.pop(uid, None)
-        self._deadlines.pop(uid, None)
         current = self.table.pod(uid)
         if current is not None:
             if assumed is not None and assumed.node_name != pi.node_name:
@@ -783,7 +750,6 @@ class Cache:
     def _drop(self, uid: str) -> PodInfo | None:
         self._infos.pop(uid, None)
         self._assumed.pop(uid, None)
-        self._deadlines.pop(uid, None)
         return self.table.remove_pod(uid)
 
     # --- bulk ----------------------------------------------------------------------------------------------

@@ -392,7 +392,6 @@ class Scheduler:
             qpi.unschedulable_plugins = set()
             self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
             return
-        self.cache.finish_binding(pi.uid)
         elapsed = time.perf_counter() - start
         self.metrics.observe_attempt("scheduled", fw.scheduler_name, elapsed)
         first = qpi.initial_attempt_ts or qpi.timestamp

@@ -333,21 +333,13 @@ def test_bound_elsewhere_moves_the_pod() -> None:
     )
 
 
-def test_assumed_pods_expire_only_with_a_ttl() -> None:
-    now = [100.0]
-    c = Cache(assumed_ttl=30, clock=lambda: now[0])
+def test_assumed_pods_stay_until_forgotten_or_observed() -> None:
+    c = Cache()
     c.on_node_add(node("a"))
     c.assume(c.pod_info(pod("p")), "a")
-    c.assume(c.pod_info(pod("q")), "a")
-    c.finish_binding("p")
-    now[0] = 131.0
-    assert [pi.uid for pi in c.cleanup_expired()] == ["p"]  # q's binding has not finished: never expires
-    assert c.is_assumed("q") and not c.is_assumed("p")
-    never = Cache()
-    never.on_node_add(node("a"))
-    never.assume(never.pod_info(pod("p")), "a")
-    never.finish_binding("p")
-    assert never.cleanup_expired(now=10**9) == []
+    assert c.is_assumed("p")  # no expiry: upstream's default, and nothing drove one here
+    c.forget("p")
+    assert not c.is_assumed("p") and c.table.num_pods == 0
 
 
 def test_informer_pod_events() -> None:
