@@ -7,16 +7,14 @@ defaults kube-scheduler applies, then calls ``validate_args(path)`` for upstream
 
 from __future__ import annotations
 
-import re
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, model_validator
 from pydantic.alias_generators import to_camel
 
-from .errors import FieldError, invalid
+from kubesched.apimachinery.validation import is_qualified_name
 
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+from .errors import FieldError, invalid
 
 
 @runtime_checkable
@@ -69,21 +67,9 @@ def validate_resource_weights(path: str, resources: tuple[ResourceSpec, ...]) ->
 
 
 def validate_qualified_name(path: str, value: str) -> list[FieldError]:
-    """A label-style name: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters."""
-    prefix, _, name = value.rpartition("/")
-    errs: list[FieldError] = []
-    if "/" in value and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        errs.append(invalid(path, value, "prefix part must be a lowercase RFC 1123 subdomain"))
-    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
-        errs.append(
-            invalid(
-                path,
-                value,
-                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-                "with an alphanumeric character (at most 63 characters)",
-            )
-        )
-    return errs
+    """A label-style name (optional DNS-subdomain prefix and "/", then a name), as upstream's
+    ``ValidateLabelName``: one error per problem, in apimachinery's wording."""
+    return [invalid(path, value, message) for message in is_qualified_name(value)]
 
 
 __all__ = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesched.apimachinery.labels import NODE_SELECTOR_OPERATORS, parse_int64
 from kubesched.scheduler.config.args import ArgsModel
 from kubesched.scheduler.config.errors import (
     FieldError,
@@ -23,9 +24,6 @@ class NodeAffinityArgs(ArgsModel):
         if self.added_affinity is None:
             return []
         return _validate_node_affinity(f"{path}.addedAffinity", self.added_affinity)
-
-
-_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 
 def _validate_node_affinity(path: str, affinity: dict[str, Any]) -> list[FieldError]:
@@ -83,7 +81,7 @@ def _validate_selector_term(path: str, term: Any) -> list[FieldError]:
                 forbidden(f"{p}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
             )
         elif op in ("Gt", "Lt"):
-            if len(values) != 1 or not str(values[0]).lstrip("-").isdigit():
+            if len(values) != 1 or parse_int64(str(values[0])) is None:
                 errs.append(
                     invalid(
                         f"{p}.values",
@@ -91,8 +89,8 @@ def _validate_selector_term(path: str, term: Any) -> list[FieldError]:
                         "must be specified single integer value when `operator` is 'Lt' or 'Gt'",
                     )
                 )
-        elif op not in _SELECTOR_OPERATORS:
-            errs.append(not_supported(f"{p}.operator", op, _SELECTOR_OPERATORS))
+        elif op not in NODE_SELECTOR_OPERATORS:
+            errs.append(not_supported(f"{p}.operator", op, tuple(NODE_SELECTOR_OPERATORS)))
     for i, req in enumerate(term.get("matchFields") or []):
         p = f"{path}.matchFields[{i}]"
         if not isinstance(req, dict):
