@@ -1,8 +1,8 @@
 """Server-side validation of objects on create and update, with upstream's field paths and messages.
 
-``validate_create`` / ``validate_update`` return ``Status`` causes (``{"reason", "message", "field"}``); the server
-turns a non-empty list into ``errors.invalid(kind, name, causes)`` (422). Type errors that upstream reports while
-decoding (a malformed quantity, a string where an integer belongs) are not causes but a 400: ``decode_error``
+The per-kind validators return ``Status`` causes (``{"reason", "message", "field"}``); each kind's strategy
+(``cluster/kinds/``) picks its validators, and the server turns a non-empty list into
+``errors.invalid(kind, name, causes)`` (422). Type errors that upstream reports while decoding (a malformed quantity, a string where an integer belongs) are not causes but a 400: ``decode_error``
 returns that message.
 
 The checks follow ``k8s.io/apimachinery`` (names, labels, annotations, object metadata) and the per-kind validators
@@ -40,7 +40,6 @@ from kubesched.apimachinery.validation import (
     is_label_value,
     name_is_dns_label,
     name_is_dns_subdomain,
-    validate_path_segment_name,
 )
 from kubesched.cluster.resources import Obj, ResourceType
 
@@ -507,7 +506,7 @@ def _validate_pod_spec(spec: Any, path: str = "spec") -> list[Cause]:
     return causes
 
 
-def _validate_pod(pod: Obj) -> list[Cause]:
+def validate_pod(pod: Obj) -> list[Cause]:
     causes = validate_object_meta(pod.get("metadata"), True, name_is_dns_subdomain)
     causes.extend(_validate_pod_spec(pod.get("spec")))
     spec = _dict(pod.get("spec"))
@@ -570,7 +569,7 @@ def _only_added_tolerations(new: list[Any], old: list[Any], path: str) -> list[C
     return []
 
 
-def _validate_pod_update(new: Obj, old: Obj) -> list[Cause]:
+def validate_pod_update(new: Obj, old: Obj) -> list[Cause]:
     causes = validate_object_meta_update(new.get("metadata"), old.get("metadata"))
     causes.extend(_validate_pod_spec(new.get("spec")))
     new_spec, old_spec = _dict(new.get("spec")), _dict(old.get("spec"))
@@ -666,13 +665,13 @@ def _validate_pod_update(new: Obj, old: Obj) -> list[Cause]:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def _validate_node(node: Obj) -> list[Cause]:
+def validate_node(node: Obj) -> list[Cause]:
     causes = validate_object_meta(node.get("metadata"), False, name_is_dns_subdomain)
-    causes.extend(_validate_node_taints(_dict(node.get("spec")).get("taints")))
+    causes.extend(validate_node_taints(_dict(node.get("spec")).get("taints")))
     return causes
 
 
-def _validate_node_taints(taints: Any) -> list[Cause]:
+def validate_node_taints(taints: Any) -> list[Cause]:
     causes: list[Cause] = []
     seen: set[tuple[str, str]] = set()
     for i, taint in enumerate(_list(taints)):
@@ -696,7 +695,7 @@ def _validate_node_taints(taints: Any) -> list[Cause]:
 _STANDARD_FINALIZERS = {"kubernetes", "orphan", "foregroundDeletion"}
 
 
-def _namespace_finalizer_causes(ns: Obj) -> list[Cause]:
+def namespace_finalizer_causes(ns: Obj) -> list[Cause]:
     causes: list[Cause] = []
     for finalizer in _list(_dict(ns.get("spec")).get("finalizers")):
         name = _str(finalizer)
@@ -712,16 +711,14 @@ def _namespace_finalizer_causes(ns: Obj) -> list[Cause]:
     return causes
 
 
-def _validate_namespace(ns: Obj) -> list[Cause]:
-    return validate_object_meta(ns.get("metadata"), False, name_is_dns_label) + _namespace_finalizer_causes(
-        ns
-    )
+def validate_namespace(ns: Obj) -> list[Cause]:
+    return validate_object_meta(ns.get("metadata"), False, name_is_dns_label) + namespace_finalizer_causes(ns)
 
 
 MAX_CONFIG_MAP_SIZE = 1024 * 1024
 
 
-def _validate_config_map(cm: Obj) -> list[Cause]:
+def validate_config_map(cm: Obj) -> list[Cause]:
     return validate_object_meta(cm.get("metadata"), True, name_is_dns_subdomain) + _config_map_data_causes(cm)
 
 
@@ -742,7 +739,7 @@ def _config_map_data_causes(cm: Obj) -> list[Cause]:
     return causes
 
 
-def _validate_config_map_update(new: Obj, old: Obj) -> list[Cause]:
+def validate_config_map_update(new: Obj, old: Obj) -> list[Cause]:
     causes = validate_object_meta_update(new.get("metadata"), old.get("metadata"))
     if old.get("immutable") is True:
         if new.get("immutable") is not True:
@@ -755,13 +752,11 @@ def _validate_config_map_update(new: Obj, old: Obj) -> list[Cause]:
     return causes
 
 
-def _validate_lease(lease: Obj) -> list[Cause]:
-    return validate_object_meta(lease.get("metadata"), True, name_is_dns_subdomain) + _lease_spec_causes(
-        lease
-    )
+def validate_lease(lease: Obj) -> list[Cause]:
+    return validate_object_meta(lease.get("metadata"), True, name_is_dns_subdomain) + lease_spec_causes(lease)
 
 
-def _lease_spec_causes(lease: Obj) -> list[Cause]:
+def lease_spec_causes(lease: Obj) -> list[Cause]:
     causes: list[Cause] = []
     spec = _dict(lease.get("spec"))
     duration = spec.get("leaseDurationSeconds")
@@ -863,7 +858,7 @@ def _legacy_event_checks(e: dict[str, Any], namespace: str) -> list[Cause]:
     return causes
 
 
-def _validate_event(rtype: ResourceType, event: Obj) -> list[Cause]:
+def validate_event(rtype: ResourceType, event: Obj) -> list[Cause]:
     e = _event_fields(rtype, event)
     meta = _dict(event.get("metadata"))
     causes = _legacy_event_checks(e, _str(meta.get("namespace")))
@@ -908,7 +903,7 @@ _EVENT_IMMUTABLE = (
 )
 
 
-def _validate_event_update(rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
+def validate_event_update(rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
     e = _event_fields(rtype, new)
     causes = _legacy_event_checks(e, _str(_dict(new.get("metadata")).get("namespace")))
     if rtype.group != "events.k8s.io":
@@ -1029,13 +1024,13 @@ def _validate_crd_spec(spec: dict[str, Any]) -> list[Cause]:
     return causes
 
 
-def _validate_crd(crd: Obj) -> list[Cause]:
+def validate_crd(crd: Obj) -> list[Cause]:
     causes = validate_object_meta(crd.get("metadata"), False, _crd_name_fn(crd))
     causes.extend(_validate_crd_spec(_dict(crd.get("spec"))))
     return causes
 
 
-def _validate_crd_update(new: Obj, old: Obj) -> list[Cause]:
+def validate_crd_update(new: Obj, old: Obj) -> list[Cause]:
     causes = validate_object_meta_update(new.get("metadata"), old.get("metadata"))
     new_spec, old_spec = _dict(new.get("spec")), _dict(old.get("spec"))
     causes.extend(_validate_crd_spec(new_spec))
@@ -1045,72 +1040,8 @@ def _validate_crd_update(new: Obj, old: Obj) -> list[Cause]:
     return causes
 
 
-# Names upstream checks as RFC 1123 labels; every other kind uses RFC 1123 subdomains. Services are labels since
-# 1.36 (RelaxedServiceNameValidation, beta and on by default).
-_LABEL_NAMED = {("", "namespaces"), ("", "services")}
-
-
-def _name_fn(rtype: ResourceType) -> NameFn:
-    return name_is_dns_label if (rtype.group, rtype.plural) in _LABEL_NAMED else name_is_dns_subdomain
-
-
-def _generic(rtype: ResourceType, obj: Obj) -> list[Cause]:
-    return validate_object_meta(obj.get("metadata"), rtype.namespaced, _name_fn(rtype))
-
-
 def _kind_of(rtype: ResourceType) -> tuple[str, str]:
     return rtype.group, rtype.kind
-
-
-def validate_create(rtype: ResourceType, obj: Obj) -> list[Cause]:
-    """Causes for refusing ``obj`` as a new object of ``rtype`` (empty when it is valid).
-
-    Pass the object as it arrived through ``rtype``'s API (an events.k8s.io/v1 Event before conversion), after
-    defaulting and after the namespace from the URL has been set.
-    """
-    key = _kind_of(rtype)
-    if key == ("", "Pod"):
-        causes = _validate_pod(obj)
-    elif key == ("", "Node"):
-        causes = _validate_node(obj)
-    elif key == ("", "Namespace"):
-        causes = _validate_namespace(obj)
-    elif key == ("", "ConfigMap"):
-        causes = _validate_config_map(obj)
-    elif key == ("coordination.k8s.io", "Lease"):
-        causes = _validate_lease(obj)
-    elif rtype.kind == "Event" and rtype.group in ("", "events.k8s.io"):
-        causes = _validate_event(rtype, obj)
-    elif key == ("apiextensions.k8s.io", "CustomResourceDefinition"):
-        causes = _validate_crd(obj)
-    else:
-        causes = _generic(rtype, obj)
-    if not causes:
-        # Upstream's last, kind-independent pass (rest.BeforeCreate): common metadata rules with the name only
-        # required to fit in a URL path segment. It matters for kinds with lax rules of their own (core/v1 Event).
-        causes = validate_object_meta(obj.get("metadata"), rtype.namespaced, validate_path_segment_name)
-    return causes
-
-
-def validate_update(rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
-    """Causes for refusing to replace ``old`` by ``new`` (empty when the update is allowed)."""
-    key = _kind_of(rtype)
-    if key == ("", "Pod"):
-        return _validate_pod_update(new, old)
-    if rtype.kind == "Event" and rtype.group in ("", "events.k8s.io"):
-        return _validate_event_update(rtype, new, old)
-    if key == ("", "ConfigMap"):
-        return _validate_config_map_update(new, old)
-    if key == ("apiextensions.k8s.io", "CustomResourceDefinition"):
-        return _validate_crd_update(new, old)
-    causes = validate_object_meta_update(new.get("metadata"), old.get("metadata"))
-    if key == ("", "Node"):
-        causes.extend(_validate_node_taints(_dict(new.get("spec")).get("taints")))
-    elif key == ("coordination.k8s.io", "Lease"):
-        causes.extend(_lease_spec_causes(new))
-    elif key == ("", "Namespace"):
-        causes.extend(_namespace_finalizer_causes(new))
-    return causes
 
 
 # ------------------------------------------------------------------------------------------------------------

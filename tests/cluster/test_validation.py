@@ -23,8 +23,9 @@ from kubesched.apimachinery.quantity import (
     quantity_to_milli,
 )
 from kubesched.cluster import errors
+from kubesched.cluster.kinds import strategy_for
 from kubesched.cluster.resources import ResourceRegistry, ResourceType
-from kubesched.cluster.validation import decode_error, validate_create, validate_update
+from kubesched.cluster.validation import decode_error
 
 REG = ResourceRegistry()
 POD = REG.get("", "v1", "pods")
@@ -48,6 +49,15 @@ LABEL_MSG = (
     "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
+
+
+def validate_create(rtype: ResourceType, obj: dict[str, Any]) -> list[dict[str, str]]:
+    """What the server checks for a new object: its kind's strategy."""
+    return strategy_for(rtype).validate_create(rtype, obj)
+
+
+def validate_update(rtype: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> list[dict[str, str]]:
+    return strategy_for(rtype).validate_update(rtype, new, old)
 
 
 def message(rtype: ResourceType, name: str, causes: list[dict[str, str]]) -> str:

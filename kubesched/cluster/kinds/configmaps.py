@@ -24,10 +24,10 @@ class ConfigMapStrategy(Strategy):
     owns_dependents = True
 
     def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
-        return validation._validate_config_map(obj)
+        return validation.validate_config_map(obj)
 
     def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
-        return validation._validate_config_map_update(new, old)
+        return validation.validate_config_map_update(new, old)
 
     def print_row(self, obj: Obj, now: Any) -> list[Any]:
         return [

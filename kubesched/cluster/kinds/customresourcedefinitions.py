@@ -46,10 +46,10 @@ class CustomResourceDefinitionStrategy(Strategy):
         }  # fmt: skip
 
     def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
-        return validation._validate_crd(obj)
+        return validation.validate_crd(obj)
 
     def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
-        return validation._validate_crd_update(new, old)
+        return validation.validate_crd_update(new, old)
 
     def prepare_for_update(self, new: Obj, prev: Obj) -> None:
         new["status"] = prev.get("status")

@@ -106,10 +106,10 @@ class EventStrategy(Strategy):
         return "v1"  # both views store core/v1 events
 
     def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
-        return validation._validate_event(rtype, obj)
+        return validation.validate_event(rtype, obj)
 
     def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
-        return validation._validate_event_update(rtype, new, old)
+        return validation.validate_event_update(rtype, new, old)
 
     def print_row(self, obj: Obj, now: Any) -> list[Any]:
         return self._print(obj, now)

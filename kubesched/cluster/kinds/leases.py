@@ -17,11 +17,11 @@ class LeaseStrategy(Strategy):
     columns = COLUMNS
 
     def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
-        return validation._validate_lease(obj)
+        return validation.validate_lease(obj)
 
     def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
         causes = super().validate_update(rtype, new, old)
-        causes.extend(validation._lease_spec_causes(new))
+        causes.extend(validation.lease_spec_causes(new))
         return causes
 
     def print_row(self, obj: Obj, now: Any) -> list[Any]:

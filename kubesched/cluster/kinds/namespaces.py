@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kubesched.apimachinery.timefmt import now_rfc3339
+from kubesched.apimachinery.validation import name_is_dns_label
 from kubesched.cluster import errors, validation
 from kubesched.cluster.kinds.printing import AGE_COLUMN, NAME_COLUMN, Column, as_dict, col, created, name_of
 from kubesched.cluster.kinds.strategy import Cause, Strategy
@@ -22,7 +23,7 @@ COLUMNS: list[Column] = [NAME_COLUMN, col("Status", "Active or Terminating."), A
 class NamespaceStrategy(Strategy):
     fields = FIELDS
     columns = COLUMNS
-    name_check = staticmethod(validation.name_is_dns_label)
+    name_check = staticmethod(name_is_dns_label)
 
     def prepare_for_create(self, api: ClusterApi, rtype: ResourceType, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -35,7 +36,7 @@ class NamespaceStrategy(Strategy):
         obj["status"] = {"phase": "Active"}
 
     def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
-        return validation._validate_namespace(obj)
+        return validation.validate_namespace(obj)
 
     def after_create(self, api: ClusterApi, rtype: ResourceType, obj: Obj) -> None:
         sa = api.registry.get("", "v1", "serviceaccounts")
@@ -55,7 +56,7 @@ class NamespaceStrategy(Strategy):
 
     def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
         causes = super().validate_update(rtype, new, old)
-        causes.extend(validation._namespace_finalizer_causes(new))
+        causes.extend(validation.namespace_finalizer_causes(new))
         return causes
 
     def prepare_for_update(self, new: Obj, prev: Obj) -> None:

@@ -92,11 +92,11 @@ class NodeStrategy(Strategy):
         obj["status"] = status
 
     def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
-        return validation._validate_node(obj)
+        return validation.validate_node(obj)
 
     def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
         causes = super().validate_update(rtype, new, old)
-        causes.extend(validation._validate_node_taints(as_dict(new.get("spec")).get("taints")))
+        causes.extend(validation.validate_node_taints(as_dict(new.get("spec")).get("taints")))
         return causes
 
     def print_row(self, obj: Obj, now: Any) -> list[Any]:

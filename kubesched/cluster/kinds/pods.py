@@ -270,10 +270,10 @@ class PodStrategy(Strategy):
                 spec["priority"] = 0
 
     def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
-        return validation._validate_pod(obj)
+        return validation.validate_pod(obj)
 
     def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
-        return validation._validate_pod_update(new, old)
+        return validation.validate_pod_update(new, old)
 
     def grace_period(self, obj: Obj, options: Obj) -> int:
         spec = obj.get("spec") or {}

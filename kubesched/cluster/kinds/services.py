@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from kubesched.cluster import validation
+from kubesched.apimachinery.validation import name_is_dns_label
 from kubesched.cluster.kinds.strategy import Strategy
 from kubesched.cluster.resources import Obj, ResourceType
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 class ServiceStrategy(Strategy):
     owns_dependents = True  # EndpointSlices
     # RelaxedServiceNameValidation (beta and on by default in 1.36).
-    name_check = staticmethod(validation.name_is_dns_label)
+    name_check = staticmethod(name_is_dns_label)
 
     def prepare_for_create(self, api: ClusterApi, rtype: ResourceType, obj: Obj) -> None:
         spec = dict(obj.get("spec") or {})

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kubesched.apimachinery.validation import name_is_dns_subdomain, validate_path_segment_name
 from kubesched.cluster import validation
 from kubesched.cluster.kinds.printing import Column, Printer
 from kubesched.cluster.resources import FieldGetter, Obj, ResourceType
@@ -41,7 +42,7 @@ class Strategy:
     # costs O(objects), so only kinds that own things in practice set it (pods own nothing).
     owns_dependents: bool = False
     # How names are checked (RFC 1123 subdomain for most kinds).
-    name_check: NameCheck = staticmethod(validation.name_is_dns_subdomain)
+    name_check: NameCheck = staticmethod(name_is_dns_subdomain)
     # Kinds served as a second view of another kind's storage convert on the way out and in (events.k8s.io/v1).
     to_view: Callable[[Obj], Obj] | None = None
     from_view: Callable[[Obj], Obj] | None = None
@@ -88,7 +89,7 @@ class Strategy:
             # Upstream's last, kind-independent pass (rest.BeforeCreate): common metadata rules with the name only
             # required to fit in a URL path segment. It matters for kinds with lax rules of their own (Event).
             causes = validation.validate_object_meta(
-                obj.get("metadata"), rtype.namespaced, validation.validate_path_segment_name
+                obj.get("metadata"), rtype.namespaced, validate_path_segment_name
             )
         return causes
 
