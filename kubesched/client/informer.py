@@ -169,7 +169,6 @@ class Informer:
         self._rv_unavailable = False
         self._synced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._kind: str | None = None
 
     # ---- public surface ----
 

@@ -201,10 +201,6 @@ class LeaderElector:
         """Identity of the last observed holder ("" if none)."""
         return self._observed.holder_identity
 
-    @property
-    def observed_record(self) -> LeaderElectionRecord:
-        return self._observed
-
     def check(self, max_tolerable_expired: float) -> bool:
         """Health check (client-go's watchdog): False if we believe we lead but have not renewed for longer
         than the lease duration plus ``max_tolerable_expired`` seconds."""

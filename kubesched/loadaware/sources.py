@@ -57,7 +57,6 @@ class _SlotColumns:
 
     def __init__(self, metrics: Sequence[str]) -> None:
         self.metrics = tuple(dict.fromkeys(metrics))
-        self._row = {m: i for i, m in enumerate(self.metrics)}
         self._table: NodeTable | None = None
         self._reset(0)
 
