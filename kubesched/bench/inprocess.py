@@ -21,9 +21,9 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from kubesched.apimachinery.timefmt import now_rfc3339
 from kubesched.bench.check import PlacementChecker, pod_key
 from kubesched.bench.measure import peak_rss, summarize
 from kubesched.bench.profiles import WorkloadSkipped, inprocess_config
@@ -36,10 +36,6 @@ Progress = Callable[[str, int, int], None]
 PodHandler = Callable[..., None]
 
 log = logging.getLogger("kubesched.bench")
-
-
-def _now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _not_found(kind: str, name: str) -> ApiError:
@@ -89,7 +85,7 @@ class InMemoryApi:
     def prepare(pods: list[Obj]) -> None:
         """Give pods their uid and creation time ahead of ``create_pod``: in a real cluster the API server does
         this in its own process, so it should not take the scheduler's CPU inside the measured window."""
-        now = _now_rfc3339()
+        now = now_rfc3339()
         for pod in pods:
             meta = pod["metadata"]
             meta.setdefault("uid", str(uuid.uuid4()))
@@ -101,7 +97,7 @@ class InMemoryApi:
         if "uid" not in meta:
             meta["uid"] = str(uuid.uuid4())
         meta["resourceVersion"] = str(next(self._rv))
-        meta.setdefault("creationTimestamp", _now_rfc3339())
+        meta.setdefault("creationTimestamp", now_rfc3339())
         pod.setdefault("status", {"phase": "Pending"})
         self.pods[pod_key(pod)] = pod
         assert self._on_add is not None
