@@ -489,9 +489,10 @@ class _Encoder:
             ):
                 raise ProtobufError(f"{where}: expected {'an object' if f.map else 'a list'}")
             if f.map:
-                for key in sorted(value or {}):
-                    entry = _len_field(1, str(key).encode()) + self.field(2, f, value[key], f"{where}[{key}]")
-                    out += _len_field(f.number, entry)
+                entries: Mapping[str, Any] = value or {}
+                for key in sorted(entries):
+                    item = self.field(2, f, entries[key], f"{where}[{key}]")
+                    out += _len_field(f.number, _len_field(1, str(key).encode()) + item)
             elif f.repeated:
                 for i, item in enumerate(value or ()):
                     out += self.field(f.number, f, item, f"{where}[{i}]")
