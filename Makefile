@@ -21,16 +21,18 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	bash scripts/ensure-prometheus.sh
-	$(BIN)/ruff check kubesched tests
+	$(BIN)/ruff check kubesched tests examples
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check kubesched tests
-	$(BIN)/ruff format --check kubesched tests
+	$(BIN)/ruff check kubesched tests examples
+	$(BIN)/ruff format --check kubesched tests examples
+	$(BIN)/mypy
 
 # Re-pin dependencies after editing pyproject.toml (needs `pip install uv`).
 lock:
 	uv pip compile pyproject.toml --extra test -o requirements.lock
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache
