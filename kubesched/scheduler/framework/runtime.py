@@ -574,11 +574,64 @@ class Framework:
             pos = pos[good]
         return alive, pos, rejections
 
+    def filter_with_nominated_pods(
+        self, state: CycleState, pod: PodInfo, slot: int, *, passed_alone: bool = False
+    ) -> Status:
+        """Upstream ``RunFilterPluginsWithNominatedPods`` on one node: the pod fits only if the Filter plugins pass
+        it both with the pods nominated to the node that have equal or higher priority counted there (added to
+        the table, and to a clone of ``state`` through the PreFilter extensions' AddPod) and without them.
+        Returns the first failing pass's status (with them first, as upstream), ERROR when a plugin failed.
+
+        ``passed_alone``: the caller has filtered the node without them already and it passed (the cycle's Filter
+        path filters whole chunks at once), so only the pass with them is left. Preemption's dry runs call this
+        per victim they try to put back: a node without nominated pods costs one lookup, no clone."""
+        table = self.nodes
+        nominator = self.handle.nominator
+        try:
+            if nominator is not None:
+                node_name = table.names[slot] or ""
+                others = [
+                    p
+                    for p in nominator.nominated_pods_for_node(node_name)
+                    if p.uid != pod.uid and p.priority >= pod.priority and table.pod_slot(p.uid) is None
+                ]
+                if others:
+                    s = self._filter_with_pods_added(state, pod, table, slot, node_name, others)
+                    if not s.ok:
+                        return s
+            return Status.success() if passed_alone else self.filter_node(state, pod, slot)
+        except FilterError as exc:
+            return Status(Code.ERROR, [str(exc)])
+
+    def _filter_with_pods_added(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        table: NodeTable,
+        slot: int,
+        node_name: str,
+        others: list[PodInfo],
+    ) -> Status:
+        """The Filter plugins on ``slot`` with ``others`` placed there for the time of the call."""
+        with_them = state.clone()
+        added: list[str] = []
+        try:
+            for other in others:
+                table.add_pod(other, node_name, notify=False)
+                added.append(other.uid)
+                s = self.run_pre_filter_extension_add_pod(with_them, pod, other, slot)
+                if not s.ok:
+                    return s
+            return self.filter_node(with_them, pod, slot)
+        finally:
+            for uid in added:
+                table.remove_pod(uid, notify=False)
+
     def _nominated_rejections(
         self, state: CycleState, pod: PodInfo, table: NodeTable, alive: np.ndarray
     ) -> list[tuple[int, Status]]:
-        """Upstream's RunFilterPluginsWithNominatedPods: a node passing on its own must also fit with the pods
-        nominated onto it that have equal or higher priority. Returns (slot, status) of nodes that do not."""
+        """The nodes of ``alive`` (they passed the Filter plugins alone) that fail ``filter_with_nominated_pods``,
+        as (slot, status). Only nodes with nominated pods are looked at."""
         nominator = self.handle.nominator
         if nominator is None:
             return []
@@ -591,30 +644,11 @@ class Framework:
         hit = alive[np.isin(alive, np.asarray(slots, dtype=np.intp))]
         out: list[tuple[int, Status]] = []
         for slot in hit.tolist():
-            node_name = table.names[slot] or ""
-            others = [
-                p
-                for p in nominator.nominated_pods_for_node(node_name)
-                if p.uid != pod.uid and p.priority >= pod.priority and table.pod_slot(p.uid) is None
-            ]
-            if not others:
-                continue
-            state_out = state.clone()
-            added: list[str] = []
-            try:
-                for other in others:
-                    table.add_pod(other, node_name, notify=False)
-                    added.append(other.uid)
-                    s = self.run_pre_filter_extension_add_pod(state_out, pod, other, slot)
-                    if not s.ok:
-                        raise FilterError(s.message())
-                _, _, rejections = self._filter_chunk(state_out, pod, table, np.array([slot], dtype=np.intp))
-            finally:
-                for uid in added:
-                    table.remove_pod(uid, notify=False)
-            if rejections:
-                rej = rejections[0]
-                out.append((slot, _bits_status(rej.plugin, int(rej.bits[0]), rej.reasons, rej.unresolvable)))
+            s = self.filter_with_nominated_pods(state, pod, slot, passed_alone=True)
+            if s.code == Code.ERROR:
+                raise FilterError(s.message())  # upstream ends the cycle with the error
+            if not s.ok:
+                out.append((slot, s))
         return out
 
     @_measured("Filter")  # once per cycle over all nodes, as upstream's findNodesThatPassFilters
@@ -635,6 +669,10 @@ class Framework:
         rejections: list[_Rejections] = []
         extra: list[tuple[int, Status]] = []
         found = done = 0
+        nominator = self.handle.nominator
+        # The queue's Nominator is falsy (``__len__``) while no pod is nominated anywhere, the usual case: then
+        # the nominated-pods pass costs this one check per cycle, no call and no list.
+        with_nominated = nominator is not None and bool(nominator)
         while done < n and found < num_to_find:
             need = num_to_find - found
             if done == 0:
@@ -651,7 +689,7 @@ class Framework:
                 chunk = np.concatenate((candidates[lo:], candidates[: size - (n - lo)]))
             alive, pos, rejs = self._filter_chunk(state, pod, table, chunk)
             chunk_extra: list[tuple[int, Status, int]] = []
-            if self.handle.nominator is not None and len(alive):
+            if with_nominated and len(alive):
                 for slot, status in self._nominated_rejections(state, pod, table, alive):
                     keep = alive != slot
                     if pos is None:

@@ -38,18 +38,18 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import StrictInt
 
+from kubesched.apimachinery.timefmt import now_rfc3339
 from kubesched.client.rest import ApiError
 from kubesched.scheduler.config.args import ArgsModel
 from kubesched.scheduler.config.errors import FieldError, invalid
 from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import ClusterEvent, Code, CycleState, NodeToStatus, Status
-from kubesched.scheduler.framework.runtime import FilterError, fit_error_message
+from kubesched.scheduler.framework.runtime import fit_error_message
 from kubesched.scheduler.plugins.node_affinity import LabelSelector, SelectorError
 from kubesched.scheduler.podinfo import parse_timestamp
 
@@ -470,7 +470,7 @@ class DefaultPreemption:
             if not potential:
                 return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [NO_VICTIMS])
             # If the pod does not fit even with all of them gone, this node cannot help.
-            status = self._filter_with_nominated_pods(fw, state, pod, nodes, slot, node_name)
+            status = fw.filter_with_nominated_pods(state, pod, slot)
             if not status.ok:
                 return [], 0, status
             now = time.time()
@@ -480,7 +480,7 @@ class DefaultPreemption:
 
             def reprieve(p: PodInfo) -> bool:
                 add(p)
-                fits = self._filter_with_nominated_pods(fw, state, pod, nodes, slot, node_name).ok
+                fits = fw.filter_with_nominated_pods(state, pod, slot).ok
                 if not fits:
                     remove(p)
                     victims.append(p)
@@ -500,40 +500,6 @@ class DefaultPreemption:
         finally:
             for p in off_node.values():
                 nodes.add_pod(p, node_name, notify=False)
-
-    def _filter_with_nominated_pods(
-        self, fw: Framework, state: CycleState, pod: PodInfo, nodes: NodeTable, slot: int, node_name: str
-    ) -> Status:
-        """Upstream ``RunFilterPluginsWithNominatedPods``: the pod must fit both with the pods of equal or
-        higher priority nominated to the node counted there, and without them."""
-        nominator = self.handle.nominator
-        others: list[PodInfo] = []
-        if nominator is not None:
-            others = [
-                p
-                for p in nominator.nominated_pods_for_node(node_name)
-                if p.uid != pod.uid and p.priority >= pod.priority and nodes.pod_slot(p.uid) is None
-            ]
-        try:
-            if others:
-                with_nominated = state.clone()
-                added: list[str] = []
-                try:
-                    for other in others:
-                        nodes.add_pod(other, node_name, notify=False)
-                        added.append(other.uid)
-                        s = fw.run_pre_filter_extension_add_pod(with_nominated, pod, other, slot)
-                        if not s.ok:
-                            return s
-                    s = fw.filter_node(with_nominated, pod, slot)
-                finally:
-                    for uid in added:
-                        nodes.remove_pod(uid, notify=False)
-                if not s.ok:
-                    return s
-            return fw.filter_node(state, pod, slot)
-        except FilterError as exc:
-            return Status.error(str(exc))
 
     def select_candidate(self, candidates: Sequence[Candidate]) -> Candidate | None:
         if len(candidates) <= 1:
@@ -615,7 +581,7 @@ class DefaultPreemption:
             "message": f"{pod.scheduler_name}: preempting to accommodate a higher priority pod",
         }
         if not _has_condition(victim, condition):
-            condition["lastTransitionTime"] = _now_rfc3339()
+            condition["lastTransitionTime"] = now_rfc3339()
             generation = (victim.pod.get("metadata") or {}).get("generation")
             if generation:
                 condition["observedGeneration"] = generation
@@ -751,10 +717,6 @@ def _pod_reference(pod: PodInfo) -> dict[str, str]:
         "resourceVersion": pod.resource_version,
     }
     return {k: v for k, v in ref.items() if v}
-
-
-def _now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 PLUGIN = PluginDefinition(NAME, DefaultPreemption, DefaultPreemptionArgs)
