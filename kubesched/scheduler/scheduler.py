@@ -16,19 +16,20 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from typing import Any
 
+from kubesched.apimachinery.timefmt import now_rfc3339
 from kubesched.client.events import EventRecorder
 from kubesched.client.informer import Informer
 from kubesched.client.rest import ApiClient, ApiError
 from kubesched.scheduler.cache import Cache
 from kubesched.scheduler.config import SchedulerConfiguration
+from kubesched.scheduler.cycle import CycleFailure, scheduling_cycle
 from kubesched.scheduler.decisions import DecisionLog
 from kubesched.scheduler.framework.catalogue import Catalogue
 from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import AssignedPodHints, ClusterEvent, Code, CycleState, Status
-from kubesched.scheduler.framework.runtime import Framework, fit_error_message
+from kubesched.scheduler.framework.runtime import Framework
 from kubesched.scheduler.metrics import SchedulerMetrics
 from kubesched.scheduler.podinfo import PodInfo, QueuedPodInfo
 from kubesched.scheduler.queue import (
@@ -49,10 +50,6 @@ POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 # Reasons of the PodScheduled=False condition (v1.PodReasonUnschedulable, v1.PodReasonSchedulerError).
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
-
-
-def _now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Lister:
@@ -327,8 +324,15 @@ class Scheduler:
             return
         start = time.perf_counter()
         state = CycleState()
-        result = fw.schedule(state, pi, record_scores=self.decisions is not None)
-        algo = time.perf_counter() - start
+        result, outcome = await scheduling_cycle(
+            fw,
+            state,
+            pi,
+            self.cache,
+            self.queue.nominator,
+            start=start,
+            record_scores=self.decisions is not None,
+        )
         if self.decisions is not None:
             self.decisions.record(
                 pi.key,
@@ -339,25 +343,10 @@ class Scheduler:
                 scores=result.scores,
                 total_scores=result.total_scores,
             )
-        self.metrics.observe_algorithm(algo)
-        if result.node is None:
-            await self._handle_failure(fw, qpi, state, result.status, result.diagnosis, start)
+        if isinstance(outcome, CycleFailure):
+            self._handle_failure(fw, qpi, outcome, start)
             return
-        node = result.node
-        assumed = self.cache.assume(pi, node)
-        s = fw.run_reserve(state, assumed, node)
-        if not s.ok:
-            fw.run_unreserve(state, assumed, node)
-            self.cache.forget(pi.uid)
-            await self._handle_failure(fw, qpi, state, s, None, start)
-            return
-        s, _waits = fw.run_permit(state, assumed, node)
-        if s.rejected or s.code == Code.ERROR:
-            fw.run_unreserve(state, assumed, node)
-            self.cache.forget(pi.uid)
-            await self._handle_failure(fw, qpi, state, s, None, start)
-            return
-        task = asyncio.create_task(self._binding_cycle(fw, qpi, state, assumed, node, start))
+        task = asyncio.create_task(self._binding_cycle(fw, qpi, state, outcome, result.node or "", start))
         self._bind_tasks.add(task)
         task.add_done_callback(self._bind_tasks.discard)
 
@@ -421,33 +410,17 @@ class Scheduler:
             return True
         return bool((pod.get("spec") or {}).get("nodeName"))
 
-    async def _handle_failure(
-        self,
-        fw: Framework,
-        qpi: QueuedPodInfo,
-        state: CycleState,
-        status: Status,
-        diagnosis: Any,
-        start: float,
-    ) -> None:
+    def _handle_failure(self, fw: Framework, qpi: QueuedPodInfo, failure: CycleFailure, start: float) -> None:
+        """Upstream ``handleSchedulingFailure``: metrics, FailedScheduling, the PodScheduled condition, requeue."""
         pi = qpi.pod_info
-        if status.code == Code.ERROR:
-            message = status.message()
+        message = failure.message
+        if failure.status.code == Code.ERROR:
             result = "error"
             qpi.unschedulable_plugins = set()
         else:
             result = "unschedulable"
-            message = status.message()
-            if diagnosis is not None and self.cache.table.num_nodes > 0:
-                nominated = None
-                post_msg = ""
-                if fw.has_post_filter_plugins:
-                    nominated, pf = await fw.run_post_filter(state, pi, diagnosis)
-                    post_msg = ", ".join(pf.reasons)
-                    if nominated:
-                        self.queue.nominator.add_nominated(pi, nominated)
-                message = fit_error_message(self.cache.table.num_nodes, diagnosis, post_msg)
-                qpi.unschedulable_plugins = set(diagnosis.plugins) if diagnosis.plugins else set()
+            if failure.unschedulable_plugins is not None:
+                qpi.unschedulable_plugins = failure.unschedulable_plugins
         self.metrics.observe_attempt(result, fw.scheduler_name, time.perf_counter() - start)
         self._record(fw, pi.pod, "Warning", "FailedScheduling", "Scheduling", message)
         reason = REASON_SCHEDULER_ERROR if result == "error" else REASON_UNSCHEDULABLE
@@ -481,7 +454,7 @@ class Scheduler:
             "type": "PodScheduled",
             "status": "False",
             "lastProbeTime": None,
-            "lastTransitionTime": changed_at or _now_rfc3339(),
+            "lastTransitionTime": changed_at or now_rfc3339(),
             "reason": reason,
             "message": message,
         }

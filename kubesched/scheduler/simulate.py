@@ -334,9 +334,10 @@ async def simulate(
     ``SimulationError`` when a profile's plugins cannot be built.
     """
     from kubesched.scheduler.cache import Cache
+    from kubesched.scheduler.cycle import CycleFailure, scheduling_cycle
     from kubesched.scheduler.framework.handle import Handle
-    from kubesched.scheduler.framework.interface import Code, CycleState, Status
-    from kubesched.scheduler.framework.runtime import Framework, fit_error_message
+    from kubesched.scheduler.framework.interface import CycleState
+    from kubesched.scheduler.framework.runtime import Framework
     from kubesched.scheduler.plugins import in_tree_catalogue
     from kubesched.scheduler.podinfo import QueuedPodInfo
     from kubesched.scheduler.queue import Nominator
@@ -410,53 +411,26 @@ async def simulate(
             placements.append(Placement(pi.key, None, f"pod is gated: {gate.message()}"))
             continue
         state = CycleState()
-        result = fw.schedule(state, pi, record_scores=True)
+        nominated = nominator.nominated_node(pi.uid)  # the nomination the pod came with, if any
+        result, outcome = await scheduling_cycle(fw, state, pi, cache, nominator, record_scores=True)
         filtered = dict(sorted((result.filtered or {}).items()))
-        nominated = nominator.nominated_node(pi.uid)
-        if result.node is None:
-            message = result.status.message()
-            is_fit_error = result.status.code != Code.ERROR and cache.table.num_nodes > 0
-            if is_fit_error and fw.has_post_filter_plugins:
-                nominated_now, pf = await fw.run_post_filter(state, pi, result.diagnosis)
-                if pf.code == Code.ERROR:
-                    message = pf.message()
-                else:
-                    message = fit_error_message(
-                        cache.table.num_nodes, result.diagnosis, ", ".join(pf.reasons)
-                    )
-                if nominated_now:
-                    nominated = nominated_now
-                    nominator.add_nominated(pi, nominated_now)
-                    if pi.uid not in retried:
-                        # The victims are gone already: try again at once, as the live scheduler does when
-                        # their deletions arrive; the pod now carries its nominated node, as after the patch.
-                        retried.add(pi.uid)
-                        queue.insert(
-                            0, QueuedPodInfo(_with_nominated_node(cache, pi, nominated_now), qpi.timestamp)
-                        )
-                        continue
+        if isinstance(outcome, CycleFailure):
+            if outcome.nominated_node:
+                nominated = outcome.nominated_node
+                if pi.uid not in retried:
+                    # The victims are gone already: try again at once, as the live scheduler does when their
+                    # deletions arrive; the pod now carries its nominated node, as after the patch.
+                    retried.add(pi.uid)
+                    queue.insert(0, QueuedPodInfo(_with_nominated_node(cache, pi, nominated), qpi.timestamp))
+                    continue
             placements.append(
-                Placement(pi.key, None, message, filtered, {}, nominated, victims_of.get(pi.uid, []))
+                Placement(pi.key, None, outcome.message, filtered, {}, nominated, victims_of.get(pi.uid, []))
             )
             continue
 
-        node = result.node
-        assumed = cache.assume(pi, node)
-        status = fw.run_reserve(state, assumed, node)
-        if status.ok:
-            # Offline nothing can be waited for: only a Permit rejection counts.
-            status, _ = fw.run_permit(state, assumed, node)
-            if status.code == Code.WAIT:
-                status = Status.success()
-        if not status.ok:
-            fw.run_unreserve(state, assumed, node)
-            cache.forget(pi.uid)
-            placements.append(
-                Placement(pi.key, None, status.message(), filtered, {}, nominated, victims_of.get(pi.uid, []))
-            )
-            continue
+        placed_on = result.node or ""
         # PreBind/Bind need the API server; offline the pod simply stays assumed on its node.
-        fw.run_post_bind(state, assumed, node)
+        fw.run_post_bind(state, outcome, placed_on)
         nominator.delete_nominated(pi.uid)
         scores: dict[str, dict[str, int]] = {}
         for name, per_plugin in sorted((result.scores or {}).items()):
@@ -464,7 +438,7 @@ async def simulate(
             entry["total"] = (result.total_scores or {}).get(name, sum(per_plugin.values()))
             scores[name] = entry
         placements.append(
-            Placement(pi.key, node, "", filtered, scores, nominated, victims_of.get(pi.uid, []))
+            Placement(pi.key, placed_on, "", filtered, scores, nominated, victims_of.get(pi.uid, []))
         )
     return placements
 
