@@ -4,8 +4,8 @@ scheduler (``scheduler.py``) and ``kubesched simulate`` both run.
 The cycle: the framework's algorithm (``Framework.schedule``: PreFilter, Filter, Score, pick). When no node fits,
 PostFilter (preemption) runs, the pod is nominated to the node it names, and the FailedScheduling message is built
 (upstream's FitError with the PostFilter part). When a node fits, the pod is assumed there and Reserve and Permit
-run; a rejection or an error undoes both (Unreserve, forget). A Permit WAIT passes: the wait belongs to the binding
-cycle (upstream's WaitOnPermit).
+run; a rejection or an error undoes both (Unreserve, forget), and a rejection reads as a FitError over that one
+node, as upstream. A Permit WAIT passes: the wait belongs to the binding cycle (upstream's WaitOnPermit).
 
 What comes after is the caller's own: the live scheduler's events, attempt metrics, PodScheduled condition, queue
 and asynchronous binding cycle; simulate's placements, its immediate retry after preemption and PostBind in place of
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kubesched.scheduler.framework.interface import Code, CycleState, Status
+from kubesched.scheduler.framework.interface import Code, CycleState, NodeToStatus, Status
 from kubesched.scheduler.framework.runtime import Framework, ScheduleResult, fit_error_message
 
 if TYPE_CHECKING:
@@ -37,7 +37,8 @@ class CycleFailure:
     """Why the cycle did not place the pod.
 
     ``status``: UNSCHEDULABLE / UNSCHEDULABLE_AND_UNRESOLVABLE (a rejection), or ERROR.
-    ``message``: the FailedScheduling message (for a pod that fits nowhere, the FitError with PostFilter's part).
+    ``message``: the FailedScheduling message (upstream's FitError: with PostFilter's part for a pod that fits
+    nowhere, over the one node for a Reserve/Permit rejection; an error's own message).
     ``nominated_node``: the node PostFilter nominated the pod to (already recorded in the nominator), else None.
     ``unschedulable_plugins``: the plugins that rejected the pod (the queue requeues it on their events); None
     when the failure is not a FitError (an error, no nodes at all): the caller keeps what it had.
@@ -85,7 +86,19 @@ async def scheduling_cycle(
             return result, assumed
     fw.run_unreserve(state, assumed, node)
     cache.forget(pod.uid)
+    if s.rejected:
+        return result, _rejected_on(node, s)
     return result, CycleFailure(s, s.message())
+
+
+def _rejected_on(node: str, status: Status) -> CycleFailure:
+    """A Reserve or Permit rejection is upstream's FitError over the one node tried: the message reads
+    ``0/1 nodes are available: 1 <reason>.`` and the rejecting plugin's events requeue the pod."""
+    diagnosis = NodeToStatus(by_node={node: status})
+    for reason in status.reasons:
+        diagnosis.counts[reason] = diagnosis.counts.get(reason, 0) + 1
+    plugins = {status.plugin} if status.plugin else set()
+    return CycleFailure(status, fit_error_message(1, diagnosis), None, plugins)
 
 
 async def _unschedulable(

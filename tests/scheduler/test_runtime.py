@@ -641,3 +641,49 @@ def test_works_with_the_queue_nominator() -> None:
     }
     fw = Framework.from_plugins(in_tree_catalogue(), points, {}, handle, seed=3)
     assert {fw.schedule(CycleState(), info(cache, pod("low", cpu="1"))).node for _ in range(5)} == {"b"}
+
+
+def test_filter_with_nominated_pods_needs_both_passes() -> None:
+    """Upstream RunFilterPluginsWithNominatedPods: a node passes only if the pod fits with the nominated pods of
+    equal or higher priority counted there and without them."""
+    queue = pytest.importorskip("kubesched.scheduler.queue")
+    cache = cluster(node("a", cpu="2"), node("b", cpu="2"))
+    nominator = queue.Nominator()
+    web = {"app": "web"}
+    nominated = pod("nominated", cpu="1", priority=10)
+    nominated["metadata"]["labels"] = web
+    nominator.add_nominated(info(cache, nominated), "a")
+    handle = Handle(cache=cache, nominator=nominator)
+    points = {
+        "PreFilter": ["NodeResourcesFit", "InterPodAffinity"],
+        "Filter": ["NodeResourcesFit", "InterPodAffinity"],
+    }
+    fw = Framework.from_plugins(in_tree_catalogue(), points, {}, handle)
+    a, b = cache.table.index["a"], cache.table.index["b"]
+
+    def check(body: dict[str, Any], slot: int, **kw: Any) -> Status:
+        pi = info(cache, body)
+        state = CycleState()
+        _, s, _ = fw.run_pre_filter(state, pi)
+        assert s.ok
+        return fw.filter_with_nominated_pods(state, pi, slot, **kw)
+
+    # Room: with the nominated pod (1 CPU) on a, a 2-CPU pod of lower priority does not fit; one of higher does.
+    assert check(pod("low", cpu="2", priority=0), a).reasons == ["Insufficient cpu"]
+    assert check(pod("high", cpu="2", priority=20), a).ok
+    assert check(pod("low", cpu="2", priority=0), b).ok  # nothing nominated to b
+    # Affinity to the nominated pod: it passes with it counted, not without it, so the node does not pass.
+    affinity = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": web}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    follower = pod("follower", cpu="100m", priority=0, affinity=affinity)
+    assert not check(follower, a).ok
+    # The cycle's Filter path has filtered the node alone already: only the pass with them is left.
+    assert check(follower, a, passed_alone=True).ok
+    assert check(pod("low", cpu="2", priority=0), a, passed_alone=True).reasons == ["Insufficient cpu"]
+    assert cache.table.pod_slot("nominated") is None  # the what-if left the table as it was
+    assert cache.table.requested[a, 0] == 0
