@@ -205,6 +205,8 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
         )
         if sched.decisions is not None:
             server.add_json_route("/debug/decisions", lambda: {"decisions": sched.decisions.snapshot()})
+            # The queue as the dashboard shows it (kubesched dashboard --scheduler-url).
+            server.add_json_route("/debug/queue", lambda: sched.queue.snapshot())
         await server.start()
         log.info("serving securely on %s:%s", args.bind_address, server.port)
     # Plugins' background work (load-aware scheduling's Prometheus pollers and hot-value rebuild).

@@ -673,6 +673,37 @@ class SchedulingQueue:
         entry = self._entries.get(uid)
         return None if entry is None else self._backoff_time(entry)
 
+    def snapshot(self, limit: int = 500) -> dict[str, Any]:
+        """A read-only view for ``/debug/queue``: counts, and up to ``limit`` pods per queue with their profile,
+        attempts, the plugins that rejected them (or the gating plugin) and, in backoffQ, the time left."""
+        now = self.clock()
+        out: dict[str, Any] = {"counts": self.pending_counts(), "truncated": False}
+        lists: dict[str, list[dict[str, Any]]] = {ACTIVE: [], BACKOFF: [], UNSCHEDULABLE: [], GATED: []}
+        for uid, entry in self._entries.items():
+            where = self.where(uid)
+            bucket = lists.get(where or "")
+            if bucket is None:
+                continue  # in flight
+            if len(bucket) >= limit:
+                out["truncated"] = True
+                continue
+            qpi = entry.qpi
+            item: dict[str, Any] = {
+                "pod": qpi.pod_info.key,
+                "profile": qpi.pod_info.scheduler_name,
+                "attempts": qpi.attempts,
+                "plugins": sorted(qpi.unschedulable_plugins | qpi.pending_plugins),
+                "queuedSeconds": round(max(0.0, now - qpi.timestamp), 3),
+            }
+            if where == BACKOFF:
+                expiry = self._backoff_time(entry)
+                item["backoffRemainingSeconds"] = round(max(0.0, expiry - now), 3) if expiry > -math.inf else 0
+            elif where == GATED:
+                item["gatingPlugin"] = entry.gating_plugin
+            bucket.append(item)
+        out.update(lists)
+        return out
+
     def __len__(self) -> int:
         return len(self._active) + len(self._backoff) + len(self._error_backoff) + len(self._unschedulable)
 
