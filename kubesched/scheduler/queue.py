@@ -697,7 +697,9 @@ class SchedulingQueue:
             }
             if where == BACKOFF:
                 expiry = self._backoff_time(entry)
-                item["backoffRemainingSeconds"] = round(max(0.0, expiry - now), 3) if expiry > -math.inf else 0
+                item["backoffRemainingSeconds"] = (
+                    round(max(0.0, expiry - now), 3) if expiry > -math.inf else 0
+                )
             elif where == GATED:
                 item["gatingPlugin"] = entry.gating_plugin
             bucket.append(item)
