@@ -27,10 +27,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "kubesched.loadaware.cli",
         "write node load annotations from Prometheus (crane-scheduler-controller's job)",
     ),
+    "dashboard": ("kubesched.dashboard.cli", "a read-only web page: the cluster live, placements explained"),
 }
 # Subcommands that build schedulers: their ``run(args, catalogue)`` gets the application's plugin catalogue,
 # assembled here, at the edge, once (``kubesched.catalogue``).
-WITH_CATALOGUE = frozenset({"scheduler", "simulate", "bench"})
+WITH_CATALOGUE = frozenset({"scheduler", "simulate", "bench", "dashboard"})
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
