@@ -81,7 +81,8 @@ def parse_metrics(text: str, t: float) -> Sample:
     dsum = dcount = 0.0
     buckets: dict[float, float] = {}
     for family in text_string_to_metric_families(text):
-        if family.name not in (ATTEMPTS, DURATION):
+        # Without "# TYPE" lines a family is named after its sample (``..._total``): match by prefix.
+        if not family.name.startswith((ATTEMPTS, DURATION)):
             continue
         for s in family.samples:
             if s.name == ATTEMPTS + "_total":
