@@ -26,7 +26,6 @@ SUBSYSTEM = "scheduler"
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
 # ``result`` label values of schedule_attempts_total / scheduling_attempt_duration_seconds.
-SCHEDULED = "scheduled"
 UNSCHEDULABLE = "unschedulable"
 ERROR = "error"
 
@@ -34,22 +33,14 @@ ERROR = "error"
 PRE_ENQUEUE = "PreEnqueue"
 PRE_FILTER = "PreFilter"
 FILTER = "Filter"
-PRE_FILTER_EXTENSION_ADD_POD = "PreFilterExtensionAddPod"
-PRE_FILTER_EXTENSION_REMOVE_POD = "PreFilterExtensionRemovePod"
 POST_FILTER = "PostFilter"
 PRE_SCORE = "PreScore"
 SCORE = "Score"
-SCORE_EXTENSION_NORMALIZE = "ScoreExtensionNormalize"
 PRE_BIND = "PreBind"
 BIND = "Bind"
 POST_BIND = "PostBind"
 RESERVE = "Reserve"
-UNRESERVE = "Unreserve"
 PERMIT = "Permit"
-
-# ``operation`` label values of scheduler_goroutines.
-BINDING = "binding"
-PRIORITIZING_EXTENDER = "prioritizing_extender"
 
 # ``queue`` label values of pending_pods / queue_incoming_pods_total.
 QUEUE_ACTIVE = "active"
@@ -157,6 +148,11 @@ class FastHistogram:
         return [family]
 
 
+def _reader(source: Callable[[], Mapping[str, int]], key: str) -> Callable[[], float]:
+    """A scrape-time callback reading ``source()[key]`` (0 when absent)."""
+    return lambda: float(source().get(key, 0))
+
+
 class _WithoutCreated:
     """Exposes a registry without the ``*_created`` samples prometheus_client adds (upstream has none)."""
 
@@ -228,6 +224,7 @@ class SchedulerMetrics:
             ["queue"],
             registry=reg,
         )
+        # Registered for upstream's metric set; nothing updates it yet (a known gap).
         self.goroutines = Gauge(
             name("goroutines"),
             "Number of running goroutines split by the work they do such as binding.",
@@ -255,6 +252,7 @@ class SchedulerMetrics:
             buckets=exponential_buckets(0.0001, 2, 12),
             registry=reg,
         )
+        # Fed only by ``observe_plugin``/``sample_plugins``, which the framework runtime does not call yet.
         self.plugin_execution_duration = FastHistogram(
             name("plugin_execution_duration_seconds"),
             "Duration for running a plugin at a specific extension point.",
@@ -268,6 +266,7 @@ class SchedulerMetrics:
             ["queue", "event"],
             registry=reg,
         )
+        # Registered for upstream's metric set; nothing updates it yet (a known gap).
         self.permit_wait_duration = Histogram(
             name("permit_wait_duration_seconds"),
             "Duration of waiting on permit.",
@@ -289,6 +288,7 @@ class SchedulerMetrics:
             ["plugin", "profile"],
             registry=reg,
         )
+        # Registered for upstream's metric set; nothing updates it yet (a known gap).
         self.plugin_evaluation = Counter(
             name("plugin_evaluation"),
             "Number of attempts to schedule pods by each plugin and the extension point (available only in "
@@ -349,12 +349,6 @@ class SchedulerMetrics:
     def observe_plugin(self, plugin: str, point: str, status: Code | int, seconds: float) -> None:
         self._child(self.plugin_execution_duration, plugin, point, status_label(status)).observe(seconds)
 
-    def count_plugin_evaluation(self, plugin: str, point: str, profile: str, n: int = 1) -> None:
-        self._child(self.plugin_evaluation, plugin, point, profile).inc(n)
-
-    def observe_permit_wait(self, status: Code | int, seconds: float) -> None:
-        self._child(self.permit_wait_duration, status_label(status)).observe(seconds)
-
     def observe_preemption(self, victims: int) -> None:
         """One preemption attempt; ``victims`` is recorded only when some were selected (as upstream)."""
         self.preemption_attempts.inc()
@@ -373,9 +367,9 @@ class SchedulerMetrics:
     def watch_pending(self, counts: Callable[[], Mapping[str, int]]) -> None:
         """Read ``pending_pods`` from ``counts()`` (keys active/backoff/unschedulable/gated) at scrape time."""
         for queue in PENDING_QUEUES:
-            self.pending_pods.labels(queue).set_function(lambda q=queue: float(counts().get(q, 0)))
+            self.pending_pods.labels(queue).set_function(_reader(counts, queue))
 
-    # -- cache, goroutines, leader election ---------------------------------------------------------------------
+    # -- cache, leader election ---------------------------------------------------------------------------------
 
     def set_cache_size(self, nodes: int, pods: int, assumed_pods: int) -> None:
         self._child(self.cache_size, "nodes").set(nodes)
@@ -385,13 +379,7 @@ class SchedulerMetrics:
     def watch_cache_size(self, sizes: Callable[[], Mapping[str, int]]) -> None:
         """Read ``scheduler_cache_size`` from ``sizes()`` (keys nodes/pods/assumed_pods) at scrape time."""
         for kind in ("nodes", "pods", "assumed_pods"):
-            self.cache_size.labels(kind).set_function(lambda k=kind: float(sizes().get(k, 0)))
-
-    def goroutine_started(self, operation: str) -> None:
-        self._child(self.goroutines, operation).inc()
-
-    def goroutine_finished(self, operation: str) -> None:
-        self._child(self.goroutines, operation).dec()
+            self.cache_size.labels(kind).set_function(_reader(sizes, kind))
 
     def set_leader(self, lease_name: str, is_leader: bool) -> None:
         self._child(self.leader_election_master_status, lease_name).set(1 if is_leader else 0)
