@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import numpy as np
 
 from kubesched.scheduler.podinfo import PodInfo
-from kubesched.scheduler.resources import PODS, ResourceIndex
+from kubesched.scheduler.resources import ResourceIndex
 
 log = logging.getLogger(__name__)
 
@@ -106,14 +106,12 @@ class NodeTable:
         self.taint_sets: list[tuple[Taint, ...]] = [()]
         self._taint_set_ids: dict[tuple[Taint, ...], int] = {(): 0}
         self.num_tainted = 0
-        self.taint_version = 0
         self.used_ports: list[set[PortKey] | None] = []
         self._port_counts: list[Counter[PortKey] | None] = []
         self.port_slots: set[int] = set()
         self._node_images: list[dict[str, int]] = []
         self._images: dict[str, dict[int, int]] = {}
         self._image_arrays: dict[str, np.ndarray] = {}
-        self.image_version = 0
         self._conditions: list[tuple[tuple[str, str], ...]] = []
         self._annotations: list[Mapping[str, str]] = []
         self._pods: list[dict[str, PodInfo]] = []
@@ -217,22 +215,11 @@ class NodeTable:
         slot = self.index.get(name)
         return None if slot is None else self._nodes[slot]
 
-    def slot_of(self, name: str) -> int | None:
-        return self.index.get(name)
-
-    def iter_nodes(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        for slot in self.slots():
-            yield int(slot), self._nodes[slot]  # type: ignore[misc]
-
     # --- listeners -----------------------------------------------------------------------------------------
 
     def add_listener(self, listener: TableListener) -> None:
         if listener not in self._listeners:
             self._listeners.append(listener)
-
-    def remove_listener(self, listener: TableListener) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
 
     def touch(self, slot: int) -> None:
         """Mark ``slot`` changed: new ``row_version`` stamp, an entry in ``change_log``."""
@@ -341,7 +328,6 @@ class NodeTable:
             gid = len(self.taint_sets)
             self.taint_sets.append(taint_key)
             self._taint_set_ids[taint_key] = gid
-            self.taint_version += 1
         old_gid = int(self.taint_group[slot])
         if gid != old_gid:
             self.num_tainted += (gid != 0) - (old_gid != 0)
@@ -402,7 +388,6 @@ class NodeTable:
                 self._images.setdefault(name, {})[slot] = size
                 self._image_arrays.pop(name, None)
         self._node_images[slot] = images
-        self.image_version += 1
 
     def image_node_count(self, image: str) -> int:
         """Number of nodes that report ``image`` (exact name, as in ``status.images[].names``)."""
@@ -545,9 +530,6 @@ class NodeTable:
     def column(self, arr: np.ndarray, col: int, idx: np.ndarray) -> np.ndarray:
         """``arr[idx, col]`` for one of the column-major arrays, the fast way."""
         return arr.T[col].take(idx)
-
-    def pod_counts(self, idx: np.ndarray) -> np.ndarray:
-        return self.requested[idx, PODS]
 
 
 def same_footprint(a: PodInfo, b: PodInfo) -> bool:
@@ -751,13 +733,3 @@ class Cache:
         self._infos.pop(uid, None)
         self._assumed.pop(uid, None)
         return self.table.remove_pod(uid)
-
-    # --- bulk ----------------------------------------------------------------------------------------------
-
-    def add_nodes(self, nodes: Iterable[dict[str, Any]]) -> None:
-        for node in nodes:
-            self.table.add_node(node)
-
-    def add_pods(self, pods: Iterable[dict[str, Any]]) -> None:
-        for pod in pods:
-            self.on_pod_add(pod)
