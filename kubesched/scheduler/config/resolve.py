@@ -131,7 +131,6 @@ def _resolve_profile(
         scheduler_name=name,
         plugins=plugins,
         plugin_args=plugin_args,
-        plugin_sets=merged,
         dropped_default_plugins=dropped,
         percentage_of_nodes_to_score=raw.percentage_of_nodes_to_score,
     )

@@ -98,8 +98,6 @@ class SchedulerProfile:
     ``plugins``: what runs where (defaults merged, multiPoint expanded).
     ``plugin_args``: for every enabled plugin, its args: a typed model for in-tree plugins (and out-of-tree
     ones that declare an ``args_model``), a dict for other out-of-tree plugins, None for plugins without args.
-    ``plugin_sets``: the merged ``enabled``/``disabled`` sets per point (``multiPoint`` included) before
-    expansion, as upstream reports them in /configz.
     ``dropped_default_plugins``: upstream default plugins left out because the registry does not know them.
     ``percentage_of_nodes_to_score``: the profile's override; None means "use the configuration's".
     """
@@ -107,7 +105,6 @@ class SchedulerProfile:
     scheduler_name: str
     plugins: ProfilePlugins
     plugin_args: Mapping[str, Any]
-    plugin_sets: Mapping[str, PluginSet] = field(default_factory=dict)
     dropped_default_plugins: tuple[str, ...] = ()
     percentage_of_nodes_to_score: int | None = None
 
