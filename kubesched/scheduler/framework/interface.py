@@ -165,10 +165,6 @@ class NodeToStatus:
     plugins: set[str] = field(default_factory=set)
 
 
-class Plugin(Protocol):
-    name: str
-
-
 @runtime_checkable
 class PreEnqueuePlugin(Protocol):
     name: str
@@ -237,11 +233,6 @@ class ScorePlugin(Protocol):
     name: str
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> np.ndarray: ...
-
-
-@runtime_checkable
-class ScoreExtensions(Protocol):
-    def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray: ...
 
 
 @runtime_checkable
