@@ -148,7 +148,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _core("secrets", "Secret"),
     _core("services", "Service", short_names=("svc",), categories=("all",), subresources=("status",)),
     _core("endpoints", "Endpoints", short_names=("ep",)),
-    _core("serviceaccounts", "ServiceAccount", short_names=("sa",)),
+    _core("serviceaccounts", "ServiceAccount", short_names=("sa",), subresources=("token",)),
     _core(
         "replicationcontrollers",
         "ReplicationController",
@@ -244,6 +244,24 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _t("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", subresources=("status",)),
     _t("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"),
     _t("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False),
+    # rbac.authorization.k8s.io/v1 (evaluated by cluster/auth/rbac.py)
+    _t("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    _t("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    _t("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
+    _t("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
+    # authentication.k8s.io/v1 and authorization.k8s.io/v1: create-only reviews, answered and never stored
+    _t("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False, verbs=("create",)),
+    _t("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", namespaced=False, verbs=("create",)),
+    _t("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False, verbs=("create",)),
+    _t(
+        "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False,
+        verbs=("create",),
+    ),
+    _t("authorization.k8s.io", "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview", verbs=("create",)),
+    _t(
+        "authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", namespaced=False,
+        verbs=("create",),
+    ),
     # apiextensions.k8s.io/v1
     _t(
         "apiextensions.k8s.io",
