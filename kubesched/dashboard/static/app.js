@@ -19,7 +19,7 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
-const cores = (milli) => (milli / 1000).toFixed(milli % 1000 === 0 ? 0 : milli < 10000 ? 2 : 1);
+const cores = (milli) => String(parseFloat((milli / 1000).toFixed(milli < 10000 ? 2 : 1)));
 function bytes(n) {
   const units = ["B", "Ki", "Mi", "Gi", "Ti"];
   let i = 0;
@@ -218,9 +218,9 @@ function renderPlacement(box, r) {
     for (const [, s] of nodes) for (const k of Object.keys(s)) if (k !== "total" && !plugins.includes(k)) plugins.push(k);
     nodes.sort((a, b) => (b[1].total ?? 0) - (a[1].total ?? 0) || a[0].localeCompare(b[0]));
     const limit = 50;
-    const head = el("tr", {}, el("th", { text: "node" }), ...plugins.map((p) => el("th", { class: "num", text: p })), el("th", { class: "num", text: "total" }));
+    const head = el("tr", {}, el("th", { text: "node" }), ...plugins.map((p) => el("th", { class: "num", title: p, text: p.replace(/([a-z])([A-Z])/g, "$1\u200b$2") })), el("th", { class: "num", text: "total" }));
     const rows = nodes.slice(0, limit).map(([node, s]) => el("tr", { class: node === r.node ? "chosen" : "", "data-node": node },
-      el("td", { text: node }),
+      el("td", { class: "node", text: node }),
       ...plugins.map((p) => el("td", { class: "num", "data-plugin": p, text: s[p] === undefined ? "" : String(s[p]) })),
       el("td", { class: "num", "data-plugin": "total", text: String(s.total ?? "") })));
     parts.push(el("h3", { text: "Scores per plugin (normalized score × weight)" }),
