@@ -23,6 +23,10 @@ from aiohttp import web
 
 from kubesched.cluster import discovery, errors, openapi, protobuf, tables
 from kubesched.cluster.api import ClusterApi
+from kubesched.cluster.auth.authn import Authenticator
+from kubesched.cluster.auth.rbac import RBACAuthorizer, forbidden_error, request_attributes
+from kubesched.cluster.auth.reviews import REVIEW_GROUPS, AuthApi
+from kubesched.cluster.auth.user import ANONYMOUS_USER, UserInfo
 from kubesched.cluster.resources import ResourceType
 from kubesched.cluster.storage.interface import BOOKMARK, ERROR, Stored
 
@@ -40,6 +44,8 @@ CLIENT_MAX_SIZE = 64 * 1024 * 1024
 # depend on how soon the scheduler sees changes.) Negative: write at once.
 WATCH_BATCH_SECONDS = 0.0
 WATCH_BATCH_EVENTS = 256
+# The authenticated (possibly impersonated) user of a request, for the handlers that answer about it (reviews).
+USER_KEY = web.RequestKey("user", UserInfo)
 
 
 @dataclass(slots=True)
@@ -134,10 +140,19 @@ class ApiServer:
         token: str | None = None,
         require_auth: bool = True,
         bookmark_interval: float = 60.0,
+        authn: Authenticator | None = None,
+        authz: RBACAuthorizer | None = None,
+        auth_api: AuthApi | None = None,
     ) -> None:
         self.api = api
         self.token = token
         self.require_auth = require_auth
+        # With ``authn``, requests are authenticated as kube-apiserver does (auth/authn.py) and, with ``authz``,
+        # authorized by RBAC; without ``authz`` any authenticated user may do anything (--authorization-mode
+        # AlwaysAllow). Without ``authn``: the older check (certificate or admin token, else 403).
+        self.authn = authn
+        self.authz = authz
+        self.auth_api = auth_api
         self.bookmark_interval = bookmark_interval
         self.app = web.Application(client_max_size=CLIENT_MAX_SIZE)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
@@ -151,7 +166,10 @@ class ApiServer:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
-            self._authenticate(request)
+            if self.authn is not None and self.require_auth:
+                request[USER_KEY] = self._authorize(request)
+            else:
+                self._authenticate(request)
             return await self._dispatch(request)
         except errors.ApiError as e:
             return _error_response(e)
@@ -175,6 +193,25 @@ class ApiServer:
         if auth.startswith("Bearer "):
             raise errors.unauthorized()
         raise _anonymous_forbidden(request)
+
+    def _authorize(self, request: web.Request) -> UserInfo:
+        """The request's user, once it is known to be allowed to do what it asks (401/403 otherwise)."""
+        assert self.authn is not None
+        user = self.authn.authenticate(request)  # cached per connection for certificates: the hot path
+        headers = request.headers
+        if "Impersonate-User" in headers or "Impersonate-Group" in headers or "Impersonate-Uid" in headers:
+            assert self.auth_api is not None
+            user = self.auth_api.impersonate(headers, user)
+        if user.is_master:
+            return user
+        if self.authz is None:  # AlwaysAllow: only anonymous requests are limited, to the public paths
+            if user.name == ANONYMOUS_USER and request.path not in PUBLIC_PATHS:
+                raise forbidden_error(user, request_attributes(request.method, request.path, request.query))
+            return user
+        attrs = request_attributes(request.method, request.path, request.query)
+        if not self.authz.authorize(user, attrs):
+            raise forbidden_error(user, attrs)
+        return user
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
@@ -284,6 +321,9 @@ class ApiServer:
             return await self._patch(request, t)
         if method == "DELETE" and t.subresource is None:
             return await self._delete(request, t)
+        if method == "POST" and t.subresource == "token" and self.auth_api is not None:
+            body = await self._body(request)
+            return _json_response(self.auth_api.token_request(t.namespace or "default", t.name, body), 201)
         if method == "POST" and t.subresource == "binding":
             body = await self._body(request)
             return _json_response(self.api.bind(t.namespace or "default", t.name, body, url_name=t.name), 201)
@@ -533,6 +573,9 @@ class ApiServer:
         if t.rtype.plural == "bindings":
             ns = t.namespace or "default"
             return _json_response(self.api.bind(ns, "", body or {}), 201)
+        if t.rtype.group in REVIEW_GROUPS and self.auth_api is not None:
+            user = request.get(USER_KEY) or UserInfo(ANONYMOUS_USER)
+            return _json_response(self.auth_api.review(t.rtype, body, t.namespace, user), 201)
         st = self.api.create(
             t.rtype,
             body,

@@ -45,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--node-metrics-cpu-series", choices=CPU_SERIES_CHOICES, default="per-core",
                     help="node_cpu_seconds_total series per node and mode: one per core (as node-exporter), or "
                          "'one' averaged core (crane's rules read the same load; far fewer series at 5,000 nodes)")
+    up.add_argument("--authorization-mode", choices=("RBAC", "AlwaysAllow"), default="RBAC",
+                    help="RBAC (default, as kube-apiserver) or AlwaysAllow (any authenticated user may do anything)")
+    up.add_argument("--token-auth-file", type=Path, default=None, metavar="FILE",
+                    help='bearer tokens as kube-apiserver reads them: CSV rows token,user,uid[,"group1,group2"]')
     up.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
 
 
@@ -59,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.node_metrics_port is not None and not 0 <= args.node_metrics_port <= 65535:
         print("kubesched cluster up: --node-metrics-port must be in 0..65535", file=sys.stderr)
+        return 2
+    if args.token_auth_file is not None and not args.token_auth_file.expanduser().is_file():
+        print(f"kubesched cluster up: --token-auth-file {args.token_auth_file}: no such file", file=sys.stderr)
         return 2
     if not args.node_usage_share >= 0:
         print("kubesched cluster up: --node-usage-share must be >= 0", file=sys.stderr)
@@ -79,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         node_metrics_port=args.node_metrics_port,
         node_usage_share=args.node_usage_share,
         node_metrics_cpu_series=args.node_metrics_cpu_series,
+        authorization_mode=args.authorization_mode,
+        token_auth_file=args.token_auth_file.expanduser() if args.token_auth_file else None,
     )
     print(f"kubesched cluster: data dir {options.data_dir}", flush=True)
     cluster = LocalCluster(options)

@@ -17,6 +17,11 @@ from aiohttp import web
 from kubesched.cluster import certs, kubeconfig
 from kubesched.cluster.api import ClusterApi
 from kubesched.cluster.apiserver import ApiServer, start_server
+from kubesched.cluster.auth.authn import Authenticator, load_token_file
+from kubesched.cluster.auth.bootstrap import ensure_bootstrap_policy
+from kubesched.cluster.auth.rbac import RBACAuthorizer
+from kubesched.cluster.auth.reviews import AuthApi
+from kubesched.cluster.auth.tokens import TokenIssuer
 from kubesched.cluster.kubelet import NodeShape, SimulatedKubelets
 from kubesched.cluster.nodemetrics import DEFAULT_USAGE_SHARE, CpuSeries, NodeMetrics, UsageModel
 from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE, MemoryStorage
@@ -42,6 +47,10 @@ class ClusterOptions:
     node_metrics_port: int | None = None
     node_usage_share: float = DEFAULT_USAGE_SHARE
     node_metrics_cpu_series: CpuSeries = "per-core"
+    # "RBAC" (as kube-apiserver) or "AlwaysAllow" (any authenticated user may do anything).
+    authorization_mode: str = "RBAC"
+    # kube-apiserver's --token-auth-file: CSV rows token,user,uid[,"group1,group2"].
+    token_auth_file: Path | None = None
 
 
 class LocalCluster:
@@ -62,6 +71,9 @@ class LocalCluster:
         self._runner: web.AppRunner | None = None
         self.url = ""
         self.kubeconfig_path: Path | None = None
+        # Signs and verifies service-account tokens (<data-dir>/pki/sa.key); None until start() over HTTPS.
+        self.token_issuer: TokenIssuer | None = None
+        self.authorizer: RBACAuthorizer | None = None
 
     @property
     def node_names(self) -> list[str]:
@@ -72,6 +84,10 @@ class LocalCluster:
         o = self.options
         o.data_dir.mkdir(parents=True, exist_ok=True)
         self.api.bootstrap()
+        # The authorizer watches RBAC writes from here on, so it sees the bootstrap policy being created.
+        self.authorizer = RBACAuthorizer(self.api)
+        ensure_bootstrap_policy(self.api)
+        self.authorizer.aggregate()
         self.kubelets.register_nodes(self.node_names, o.node_shape, o.zones)
         self.kubelets.start()
         if self.node_metrics is not None:
@@ -89,7 +105,18 @@ class LocalCluster:
             hosts = [host] if host not in ("0.0.0.0", "::", "127.0.0.1", "localhost") else []
             pki = certs.generate_pki(o.data_dir / "pki", hosts)
             ssl_ctx = pki.server_ssl_context()
-            self.server = ApiServer(self.api, token=pki.token, bookmark_interval=o.bookmark_interval)
+            self.token_issuer = TokenIssuer(o.data_dir / "pki" / "sa.key")
+            static = load_token_file(o.token_auth_file) if o.token_auth_file else {}
+            authn = Authenticator(self.api, self.token_issuer, static_tokens=static, admin_token=pki.token)
+            authz = self.authorizer if o.authorization_mode == "RBAC" else None
+            self.server = ApiServer(
+                self.api,
+                token=pki.token,
+                bookmark_interval=o.bookmark_interval,
+                authn=authn,
+                authz=authz,
+                auth_api=AuthApi(self.api, authn, authz, self.token_issuer),
+            )
             self.url = f"https://{url_host}:{o.port}"
         self._runner = await start_server(self.server, host, o.port, ssl_ctx)
         if o.port == 0:

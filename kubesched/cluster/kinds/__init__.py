@@ -23,6 +23,7 @@ from kubesched.cluster.kinds import (
     nodes,
     pods,
     priorityclasses,
+    rbac,
     services,
     workloads,
 )
@@ -49,6 +50,10 @@ STRATEGIES: dict[tuple[str, str], Strategy] = {
     ("coordination.k8s.io", "leases"): leases.STRATEGY,
     ("scheduling.k8s.io", "priorityclasses"): priorityclasses.STRATEGY,
     ("apiextensions.k8s.io", "customresourcedefinitions"): customresourcedefinitions.STRATEGY,
+    ("rbac.authorization.k8s.io", "roles"): rbac.ROLE,
+    ("rbac.authorization.k8s.io", "clusterroles"): rbac.ROLE,
+    ("rbac.authorization.k8s.io", "rolebindings"): rbac.BINDING,
+    ("rbac.authorization.k8s.io", "clusterrolebindings"): rbac.BINDING,
 }
 
 
