@@ -10,7 +10,7 @@ replaced by pod-level ``spec.resources.requests`` where set, plus ``spec.overhea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -363,10 +363,6 @@ class PodInfo:
     def is_terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
 
-    @property
-    def requests_scalars(self) -> bool:
-        return bool(self.scalar_names)
-
     def request_row(self, width: int) -> np.ndarray:
         """``requests`` widened with zeros to ``width`` columns (the index may have grown since parsing)."""
         n = len(self.requests)
@@ -427,11 +423,11 @@ def _make_copier(slots: tuple[str, ...]) -> Any:
     return namespace["copy"]
 
 
-_copy_slots = _make_copier(PodInfo.__slots__)
+_copy_slots: Callable[..., PodInfo] = _make_copier(PodInfo.__slots__)
 
 
 def _copy_pod_info(src: PodInfo) -> PodInfo:
-    return _copy_slots(src, object.__new__, PodInfo)  # type: ignore[no-any-return]
+    return _copy_slots(src, object.__new__, PodInfo)
 
 
 @dataclass(slots=True)

@@ -79,7 +79,7 @@ class Singletons:
         found = self._instances.get(cls)
         if found is None:
             found = self._instances[cls] = (factory or cls)()
-        return found  # type: ignore[no-any-return]
+        return found
 
     def find(self, cls: type[T]) -> T | None:
         """The instance if some plugin created it, else None."""

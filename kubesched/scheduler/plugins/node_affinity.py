@@ -114,20 +114,22 @@ _MASK_CACHE_SIZE = 512
 
 
 def _table_caches(nodes: NodeTable) -> _TableCaches:
-    entry = _caches.get(id(nodes))
+    key = id(nodes)
+    entry = _caches.get(key)
     if entry is not None:
-        ref, caches = entry
-        if (ref() if isinstance(ref, weakref.ref) else ref) is nodes:
+        held, caches = entry
+        if (held() if isinstance(held, weakref.ref) else held) is nodes:
             caches.check(nodes)
             return caches
+    ref: Any
     try:
-        ref: Any = weakref.ref(nodes, lambda _r, k=id(nodes): _caches.pop(k, None))
+        ref = weakref.ref(nodes, lambda _r: _caches.pop(key, None))
     except TypeError:  # no weakref slot: keep a strong reference, bounded below
         ref = nodes
         if len(_caches) > 16:
             _caches.clear()
     caches = _TableCaches()
-    _caches[id(nodes)] = (ref, caches)
+    _caches[key] = (ref, caches)
     caches.check(nodes)
     return caches
 
@@ -341,8 +343,10 @@ class NodeSelectorTerm:
         def build(n: NodeTable) -> np.ndarray:
             mask = np.full(n.capacity, self.error is None, dtype=bool)
             if self.error is None:
-                for r in (*self.labels, *self.fields):
+                for r in self.labels:
                     mask &= r.node_mask(n)
+                for f in self.fields:
+                    mask &= f.node_mask(n)
             return mask
 
         return cached_mask(nodes, self, build)

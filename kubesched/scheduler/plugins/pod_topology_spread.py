@@ -63,7 +63,6 @@ ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread con
 ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
 
 LABEL_HOSTNAME = "kubernetes.io/hostname"
-LABEL_ZONE = "topology.kubernetes.io/zone"
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 HONOR, IGNORE = "Honor", "Ignore"
@@ -267,11 +266,13 @@ class PodCountIndex:
         if rec is None:
             return
         slot, pi = rec
-        for index, key in (
+        # Three indexes keyed by slot, namespace and (label, value): typed loosely so one loop serves all.
+        entries: tuple[tuple[dict[Any, set[str]], Any], ...] = (
             (self._by_slot, slot),
             (self._by_ns, pi.namespace),
             *((self._by_label, kv) for kv in pi.labels.items()),
-        ):
+        )
+        for index, key in entries:
             uids = index.get(key)
             if uids is not None:
                 uids.discard(uid)
@@ -776,7 +777,7 @@ class _OwnerSelector(LabelSelector):
     def empty(self) -> bool:
         return False
 
-    def matches(self, labels: Mapping[str, str]) -> bool:
+    def matches(self, labels: Mapping[str, str] | None) -> bool:
         # Only reached for the incoming pod itself (self-match), which has this owner by construction.
         return True
 
