@@ -225,10 +225,10 @@ def format_quantity(amount: Fraction, fmt: str = "DecimalSI") -> str:
             exponent += 10
         return f"{sign}{number}{_BINARY_BY_EXPONENT.get(exponent, '')}"
     # Decimal: the largest exponent (a multiple of 3) that keeps the mantissa whole; nano is always enough.
-    number = magnitude * 10**9
-    if number.denominator != 1:  # finer than nano cannot come out of the parser; round up to be safe
-        number = Fraction(math.ceil(number))
-    mantissa, exponent = int(number), -9
+    scaled = magnitude * 10**9
+    if scaled.denominator != 1:  # finer than nano cannot come out of the parser; round up to be safe
+        scaled = Fraction(math.ceil(scaled))
+    mantissa, exponent = int(scaled), -9
     while mantissa % 1000 == 0 and (exponent < 18 or fmt == "DecimalExponent"):
         mantissa //= 1000
         exponent += 3
