@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+from kubesched.cluster.controllers import KNOWN_CONTROLLERS, parse_controllers
 from kubesched.cluster.kubelet import NodeShape
 from kubesched.cluster.local import ClusterOptions, LocalCluster, run_forever
 from kubesched.cluster.nodemetrics import CPU_SERIES_CHOICES, DEFAULT_USAGE_SHARE
@@ -49,6 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="RBAC (default, as kube-apiserver) or AlwaysAllow (any authenticated user may do anything)")
     up.add_argument("--token-auth-file", type=Path, default=None, metavar="FILE",
                     help='bearer tokens as kube-apiserver reads them: CSV rows token,user,uid[,"group1,group2"]')
+    up.add_argument("--controllers", default="*", metavar="LIST",
+                    help="controllers to run, as kube-controller-manager's flag: '*' all, 'foo' enables, '-foo' "
+                         f"disables, '' none (known: {', '.join(KNOWN_CONTROLLERS)}; default '*')")
+    up.add_argument("--no-controllers", action="store_true", help="run no controllers (same as --controllers='')")
     up.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
 
 
@@ -66,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.token_auth_file is not None and not args.token_auth_file.expanduser().is_file():
         print(f"kubesched cluster up: --token-auth-file {args.token_auth_file}: no such file", file=sys.stderr)
+        return 2
+    try:
+        controllers = frozenset() if args.no_controllers else parse_controllers(args.controllers)
+    except ValueError as e:
+        print(f"kubesched cluster up: --controllers: {e}", file=sys.stderr)
         return 2
     if not args.node_usage_share >= 0:
         print("kubesched cluster up: --node-usage-share must be >= 0", file=sys.stderr)
@@ -86,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         node_metrics_port=args.node_metrics_port,
         node_usage_share=args.node_usage_share,
         node_metrics_cpu_series=args.node_metrics_cpu_series,
+        controllers=controllers,
         authorization_mode=args.authorization_mode,
         token_auth_file=args.token_auth_file.expanduser() if args.token_auth_file else None,
     )

@@ -22,7 +22,11 @@ from kubesched.cluster.auth.bootstrap import ensure_bootstrap_policy
 from kubesched.cluster.auth.rbac import RBACAuthorizer
 from kubesched.cluster.auth.reviews import AuthApi
 from kubesched.cluster.auth.tokens import TokenIssuer
+from kubesched.cluster.controllers import KNOWN_CONTROLLERS, ControllerManager
 from kubesched.cluster.kubelet import NodeShape, SimulatedKubelets
+from kubesched.cluster.kubelet import runtime as process_kubelet
+from kubesched.cluster.kubelet.logs import PodLogs
+from kubesched.cluster.kubelet.simulated import control_plane_node_object
 from kubesched.cluster.nodemetrics import DEFAULT_USAGE_SHARE, CpuSeries, NodeMetrics, UsageModel
 from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE, MemoryStorage
 
@@ -51,6 +55,11 @@ class ClusterOptions:
     authorization_mode: str = "RBAC"
     # kube-apiserver's --token-auth-file: CSV rows token,user,uid[,"group1,group2"].
     token_auth_file: Path | None = None
+    # Nodes control-plane-0..N-1 whose kubelet runs static pods and pods of ``process_image`` as processes.
+    control_plane_nodes: int = 0
+    process_image: str = process_kubelet.DEFAULT_PROCESS_IMAGE
+    # The in-process controllers to run (kube-controller-manager's names; see controllers/__init__.py).
+    controllers: frozenset[str] = frozenset(KNOWN_CONTROLLERS)
 
 
 class LocalCluster:
@@ -59,6 +68,7 @@ class LocalCluster:
         self.store = MemoryStorage(history_size=options.watch_history)
         self.api = ClusterApi(self.store)
         self.kubelets = SimulatedKubelets(self.api, heartbeat_interval=options.heartbeat_interval)
+        self.controllers = ControllerManager(self.api, options.controllers)
         self.node_metrics: NodeMetrics | None = None
         if options.node_metrics_port is not None:
             self.node_metrics = NodeMetrics(
@@ -74,6 +84,8 @@ class LocalCluster:
         # Signs and verifies service-account tokens (<data-dir>/pki/sa.key); None until start() over HTTPS.
         self.token_issuer: TokenIssuer | None = None
         self.authorizer: RBACAuthorizer | None = None
+        self.control_plane = process_kubelet.control_plane_nodes(options.data_dir, options.control_plane_nodes)
+        self.process_kubelets: process_kubelet.ProcessKubelets | None = None
 
     @property
     def node_names(self) -> list[str]:
@@ -89,7 +101,13 @@ class LocalCluster:
         ensure_bootstrap_policy(self.api)
         self.authorizer.aggregate()
         self.kubelets.register_nodes(self.node_names, o.node_shape, o.zones)
+        first = len(self.node_names)
+        self.kubelets.register_node_objects(
+            control_plane_node_object(first + i, n.name, o.node_shape, n.ip, str(n.root))
+            for i, n in enumerate(self.control_plane)
+        )
         self.kubelets.start()
+        self.controllers.start()
         if self.node_metrics is not None:
             self.node_metrics.start()
             self.node_metrics_url = await self.node_metrics.serve(o.bind_address, o.node_metrics_port or 0)
@@ -129,8 +147,39 @@ class LocalCluster:
             kubeconfig.write_insecure_kubeconfig(self.kubeconfig_path, self.url)
         else:
             kubeconfig.write_admin_kubeconfig(self.kubeconfig_path, self.url, pki)
+        if self.control_plane:
+            self._start_process_kubelets(None if o.insecure_http else pki)
+
+    def _start_process_kubelets(self, pki: certs.Pki | None) -> None:
+        """The control-plane nodes' kubelet, once the server's address is known (pods get it as in-cluster config)."""
+        o = self.options
+        api_host = self.url.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
+        options = process_kubelet.RuntimeOptions(
+            process_image=o.process_image,
+            api_host=api_host,
+            api_port=o.port,
+            ca_pem=pki.ca_cert_pem if pki is not None else b"",
+            token=process_kubelet.token_source(self.api, lambda: self.token_issuer),
+        )
+        pk = process_kubelet.ProcessKubelets(self.api, self.control_plane, options)
+        self.kubelets.process_nodes = set(pk.nodes)
+        self.kubelets.claim = pk.claims
+        for n in self.control_plane:  # kubeadm's scheduler.conf, for static pods that mount it (admin for now)
+            conf = n.root / "etc" / "kubernetes" / "scheduler.conf"
+            if pki is not None:
+                kubeconfig.write_admin_kubeconfig(conf, self.url, pki)
+            else:
+                kubeconfig.write_insecure_kubeconfig(conf, self.url)
+        if self.server is not None:
+            self.server.pod_logs = PodLogs(pk.node_root, pk.container_running)
+        pk.start()
+        self.process_kubelets = pk
 
     async def stop(self) -> None:
+        if self.process_kubelets is not None:
+            await self.process_kubelets.stop()
+            self.process_kubelets = None
+        await self.controllers.stop()
         await self.kubelets.stop()
         if self.node_metrics is not None:
             await self.node_metrics.close()
