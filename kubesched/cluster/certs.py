@@ -55,7 +55,6 @@ class Pki:
     token_path: Path
     ca_cert_pem: bytes
     server_cert_pem: bytes
-    server_key_pem: bytes
     client_cert_pem: bytes
     client_key_pem: bytes
     token: str
@@ -351,7 +350,6 @@ def generate_pki(dir: Path, hosts: list[str]) -> Pki:
         token_path=paths["token"],
         ca_cert_pem=paths["ca_cert"].read_bytes(),
         server_cert_pem=paths["server_cert"].read_bytes(),
-        server_key_pem=paths["server_key"].read_bytes(),
         client_cert_pem=paths["client_cert"].read_bytes(),
         client_key_pem=paths["client_key"].read_bytes(),
         token=token,

@@ -313,10 +313,10 @@ def _interleave(
 ) -> list[Any]:
     """Upstream's element order: items named by ``order`` come in that order; the others keep their live order
     and are slotted in before the first ordered item that came after them in the live list."""
-    rank = {}
+    rank: dict[Hashable, int] = {}
     for i, o in enumerate(order):
         rank.setdefault(ident(o), i)
-    live_rank = {}
+    live_rank: dict[Hashable, int] = {}
     for i, o in enumerate(server_order):
         live_rank.setdefault(ident(o), i)
     ordered = sorted((m for m in merged if ident(m) in rank), key=lambda m: rank[ident(m)])

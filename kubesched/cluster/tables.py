@@ -37,8 +37,6 @@ from kubesched.cluster.resources import Obj, ResourceType
 Row = dict[str, Any]
 DEFAULT_COLUMNS = [NAME_COLUMN, AGE_COLUMN]
 
-TABLE_CONTENT_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
-
 
 def wants_table(accept_header: str) -> bool:
     """True when the client accepts a ``meta.k8s.io/v1`` Table (kubectl get does)."""

@@ -32,7 +32,7 @@ class CustomResourceStrategy(Strategy):
         assert rtype.crd is not None
         for v in rtype.crd["spec"].get("versions") or []:
             if v["name"] == rtype.version:
-                return (v.get("subresources") or {}).get("scale") or {}  # type: ignore[no-any-return]
+                return (v.get("subresources") or {}).get("scale") or {}
         return None
 
     def scale_paths(self, rtype: ResourceType) -> tuple[str, str]:

@@ -61,7 +61,7 @@ class Stored:
     def obj(self) -> Obj:
         if self._obj is None:
             assert self._data is not None
-            return orjson.loads(self._data)  # type: ignore[no-any-return]
+            return orjson.loads(self._data)
         return self._obj
 
     @property
