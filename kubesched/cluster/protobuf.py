@@ -174,6 +174,9 @@ _GROUP_VERSIONS = {
     "events": "events.k8s.io/v1",
     "autoscaling": "autoscaling/v1",
     "storage": "storage.k8s.io/v1",
+    "rbac": "rbac.authorization.k8s.io/v1",
+    "authentication": "authentication.k8s.io/v1",
+    "authorization": "authorization.k8s.io/v1",
 }
 _TOP_LEVEL = {
     "core": (
@@ -188,6 +191,9 @@ _TOP_LEVEL = {
     "events": "Event",
     "autoscaling": "Scale",
     "storage": "StorageClass CSIDriver CSINode CSIStorageCapacity VolumeAttachment",
+    "rbac": "Role ClusterRole RoleBinding ClusterRoleBinding",
+    "authentication": "TokenRequest TokenReview SelfSubjectReview",
+    "authorization": "SubjectAccessReview LocalSubjectAccessReview SelfSubjectAccessReview SelfSubjectRulesReview",
 }
 KINDS: dict[tuple[str, str], str] = {
     (_GROUP_VERSIONS[group], kind): f"{group}.{kind}"

@@ -1108,6 +1108,95 @@ ROUND_TRIPS: dict[str, dict[str, Any]] = {
     },
 }
 
+# RBAC objects and the authentication/authorization requests kubectl's typed clients send (create role,
+# auth can-i, auth whoami, create token).
+_META = {"name": "x", "creationTimestamp": None}
+_SAR_SPEC = {"resourceAttributes": {"namespace": "ns", "verb": "list", "group": "apps", "resource": "deployments"}}
+ROUND_TRIPS.update(
+    {
+        "role": {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {**_META, "namespace": "ns"},
+            "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"], "resourceNames": ["p"]}],
+        },
+        "clusterrole": {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _META,
+            "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}],
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"a": "b"}}]},
+        },
+        "rolebinding": {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {**_META, "namespace": "ns"},
+            "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+        },
+        "clusterrolebinding": {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _META,
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "u"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        },
+        "tokenrequest": {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "metadata": _META,
+            "spec": {
+                "audiences": ["api"],
+                "expirationSeconds": 600,
+                "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "p", "uid": "u"},
+            },
+            "status": {"token": "", "expirationTimestamp": None},
+        },
+        "tokenreview": {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "metadata": _META,
+            "spec": {"token": "t", "audiences": ["api"]},
+            "status": {"user": {}},
+        },
+        "selfsubjectreview": {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "SelfSubjectReview",
+            "metadata": _META,
+            "status": {"userInfo": {"username": "u", "groups": ["g"]}},
+        },
+        "subjectaccessreview": {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "metadata": _META,
+            "spec": {**_SAR_SPEC, "user": "u", "groups": ["g"]},
+            "status": {"allowed": False},
+        },
+        "localsubjectaccessreview": {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "LocalSubjectAccessReview",
+            "metadata": {**_META, "namespace": "ns"},
+            "spec": {**_SAR_SPEC, "user": "u"},
+            "status": {"allowed": True, "reason": "r"},
+        },
+        "selfsubjectaccessreview": {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "metadata": _META,
+            "spec": {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}},
+            "status": {"allowed": False},
+        },
+        "selfsubjectrulesreview": {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectRulesReview",
+            "metadata": _META,
+            "spec": {"namespace": "ns"},
+            "status": {"incomplete": False},
+        },
+    }
+)
+
+
 
 @pytest.mark.parametrize("name", sorted(ROUND_TRIPS))
 def test_round_trip(name: str) -> None:
@@ -1392,6 +1481,10 @@ def test_json_names_match_the_official_clients_models() -> None:
             "disruptionMode", "resourceClaims", "schedulingConstraints", "schedulingPolicy",
         },
         "core.NodeSystemInfo": {"runningInUserNamespace"},
+        "authentication.TokenRequestSpec": {"attestations"},
+        "authentication.UserInfo": {"extra"},
+        "authorization.ResourceAttributes": {"fieldSelector", "labelSelector"},
+        "authorization.SubjectAccessReviewSpec": {"extra"},
     }  # fmt: skip
     prefixes = {"core": ("CoreV1", "V1"), "events": ("EventsV1", "V1")}
     checked = 0
