@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -274,8 +274,8 @@ def parse_policy(document: Mapping[str, Any] | str | bytes, *, source: str = "")
     try:
         doc = _Document.model_validate(dict(data))
     except ValidationError as exc:
-        found = pydantic_field_errors(exc)
-        errors.extend(_as_written(e, data) for e in found if e.field not in ("apiVersion", "kind"))
+        field_errors = pydantic_field_errors(exc)
+        errors.extend(_as_written(e, data) for e in field_errors if e.field not in ("apiVersion", "kind"))
         raise PolicyError(errors, source=source or None) from None
     if errors:
         raise PolicyError(errors, source=source or None)
@@ -301,11 +301,12 @@ def _as_written(error: FieldError, data: Mapping[str, Any]) -> FieldError:
 
 def _duplicates(spec: PolicySpec) -> list[FieldError]:
     errors = []
-    for field, entries in (
+    groups: tuple[tuple[str, Sequence[SyncPolicy | PredicatePolicy | PriorityPolicy]], ...] = (
         ("syncPolicy", spec.sync_policy),
         ("predicate", spec.predicate),
         ("priority", spec.priority),
-    ):
+    )
+    for field, entries in groups:
         seen: set[str] = set()
         for i, entry in enumerate(entries):
             if entry.name in seen:
@@ -324,13 +325,13 @@ def _warnings(spec: PolicySpec) -> list[str]:
             )
         elif p.max_limit_percent == 0:
             out.append(f"spec.predicate[{i}]: {p.name!r} has limit 0, which disables it")
-    for i, p in enumerate(spec.priority):
-        if p.name not in synced:
+    for i, q in enumerate(spec.priority):
+        if q.name not in synced:
             out.append(
-                f"spec.priority[{i}]: {p.name!r} has no syncPolicy period, so it always scores 0 "
+                f"spec.priority[{i}]: {q.name!r} has no syncPolicy period, so it always scores 0 "
                 "while its weight still counts"
             )
-    if spec.priority and sum(p.weight for p in spec.priority) == 0:
+    if spec.priority and sum(q.weight for q in spec.priority) == 0:
         out.append("spec.priority: all weights are 0, so every node scores 0")
     return out
 

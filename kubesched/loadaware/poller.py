@@ -169,22 +169,23 @@ def match_series(
             elif ":" not in host:
                 by_host[host] = value
     out: dict[str, float] = {}
+    hit: float | None
     for node in nodes:
         address = node.ip or node.name
         if match.mode == "ip":
-            value = exact.get(address)
+            hit = exact.get(address)
         elif match.mode == "ip:port":
-            value = by_host.get(address)
+            hit = by_host.get(address)
         elif match.mode == "nodename":
-            value = exact.get(node.name)
+            hit = exact.get(node.name)
         else:  # auto: crane's order
-            value = exact.get(address)
-            if value is None:
-                value = by_host.get(address)
-            if value is None:
-                value = exact.get(node.name)
-        if value is not None:
-            out[node.name] = clean_value(value)
+            hit = exact.get(address)
+            if hit is None:
+                hit = by_host.get(address)
+            if hit is None:
+                hit = exact.get(node.name)
+        if hit is not None:
+            out[node.name] = clean_value(hit)
     return out
 
 

@@ -63,8 +63,8 @@ class ScorePlan:
             for p in policy.spec.priority
         )
         weight_sum = 0.0
-        for p in priorities:  # summed in order, as crane does
-            weight_sum += p.weight
+        for priority in priorities:  # summed in order, as crane does
+            weight_sum += priority.weight
         return ScorePlan(tuple(predicates), priorities, weight_sum, row.get(HOT_VALUE_KEY))
 
 
