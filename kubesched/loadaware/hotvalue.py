@@ -143,7 +143,9 @@ class _WindowedCounts:
     """For one set of windows ``((time_range, count), ...)``: per window, the bindings inside it in time order
     and how many each node has; the resulting hot value per node, and the same per NodeTable slot."""
 
-    def __init__(self, windows: tuple[tuple[float, int], ...], bindings: Mapping[str, Mapping[str, float]]) -> None:
+    def __init__(
+        self, windows: tuple[tuple[float, int], ...], bindings: Mapping[str, Mapping[str, float]]
+    ) -> None:
         self.windows = windows
         events = sorted((t, node) for node, per_pod in bindings.items() for t in per_pod.values())
         self.queues: list[deque[tuple[float, str]]] = [deque(events) for _ in windows]
@@ -199,7 +201,6 @@ class _WindowedCounts:
                 slots[slot] = value
         self._dirty.clear()
         return slots
-
 
 
 def binding_from_event(event: Mapping[str, Any]) -> tuple[str, str, float] | None:
