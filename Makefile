@@ -21,6 +21,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	bash scripts/ensure-prometheus.sh
+	bash scripts/ensure-chromium.sh
 	$(BIN)/ruff check kubesched tests examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
