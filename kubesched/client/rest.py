@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from importlib import metadata
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 from urllib.parse import quote
 
 import aiohttp
@@ -60,6 +60,14 @@ def _package_version() -> str:
 
 
 USER_AGENT = f"kubesched/{_package_version()}"
+
+
+class _Selectors(TypedDict):
+    """What every page of a paginated LIST repeats (``ApiClient.list_all``)."""
+
+    namespace: str | None
+    label_selector: str | None
+    field_selector: str | None
 
 
 class ApiError(Exception):
@@ -484,7 +492,7 @@ class ApiClient:
         Like client-go's pager: later pages send only ``continue``; an expired continue token falls back to
         one unpaginated LIST with the original options.
         """
-        selectors = {
+        selectors: _Selectors = {
             "namespace": namespace,
             "label_selector": label_selector,
             "field_selector": field_selector,
