@@ -285,6 +285,17 @@ def new_controller_ref(owner: Obj) -> Obj:
     }
 
 
+_META_THAT_MATTERS = ("generation", "labels", "annotations", "ownerReferences", "deletionTimestamp", "uid")
+
+
+def only_status_changed(new: Obj, old: Obj | None) -> bool:
+    """A write that changed nothing a controller of this object acts on (typically its own status write)."""
+    if old is None or new.get("spec") != old.get("spec"):
+        return False
+    nm, om = meta_of(new), meta_of(old)
+    return all(nm.get(k) == om.get(k) for k in _META_THAT_MATTERS)
+
+
 def copy_json(obj: Any) -> Any:
     """A deep copy of JSON-shaped data (stored objects are shared and must never be mutated)."""
     return orjson.loads(orjson.dumps(obj))

@@ -39,6 +39,7 @@ from kubesched.cluster.controllers.base import (
     meta_of,
     new_controller_ref,
     now_text,
+    only_status_changed,
     parse_time,
     remove_condition,
     scaled_value,
@@ -194,6 +195,21 @@ def _sum(rss: list[_RS], field_name: str | None = None) -> int:
     return sum(rs.replicas if field_name is None else rs.status(field_name) for rs in rss)
 
 
+# The rollout decisions below read ReplicaSet statuses that may lag their specs by one ReplicaSet sync (a scale
+# just written, its pods not yet deleted or created). Upstream takes them as they are; bounding them keeps the
+# surge and availability limits true at every moment, not only once the ReplicaSets caught up.
+
+
+def _pods_upper(rss: list[_RS]) -> int:
+    """At most this many pods exist: a ReplicaSet scaled down may not have deleted its surplus yet."""
+    return sum(max(rs.replicas, rs.status("replicas")) for rs in rss)
+
+
+def _available_lower(rs: _RS) -> int:
+    """At least this many pods stay available: a ReplicaSet scaled down deletes unavailable pods first."""
+    return min(rs.status("availableReplicas"), rs.replicas)
+
+
 # -- the controller -------------------------------------------------------------------------------------------
 
 
@@ -221,6 +237,8 @@ class DeploymentController(Controller):
     def on_deployment(self, etype: str, new: Obj | None, old: Obj | None) -> None:
         obj = new if new is not None else old
         assert obj is not None
+        if new is not None and only_status_changed(new, old):
+            return  # our own status write
         self.queue.add(key_of(obj))
 
     def _owner_key(self, rs: Obj | None) -> Key | None:
@@ -481,7 +499,7 @@ class _Sync:
         selector["matchLabels"] = dict(selector.get("matchLabels") or {}, **{HASH_LABEL: h})
         meta = meta_of(self.d)
         name = f"{meta.get('name')}-{h}"
-        total = _sum(old)
+        total = _pods_upper(old)
         size = (
             new_rs_replicas_rolling(self.replicas, self.max_surge(), total, 0)
             if self.rolling
@@ -689,7 +707,9 @@ class _Sync:
             return False
         if new_rs.replicas > self.replicas:
             return self.scale_rs(new_rs, self.replicas, "down")
-        size = new_rs_replicas_rolling(self.replicas, self.max_surge(), _sum(everything), new_rs.replicas)
+        size = new_rs_replicas_rolling(
+            self.replicas, self.max_surge(), _pods_upper(everything), new_rs.replicas
+        )
         return self.scale_rs(new_rs, size, "up")
 
     def reconcile_old_rss(self, everything: list[_RS], old: list[_RS], new_rs: _RS | None) -> bool:
@@ -700,7 +720,7 @@ class _Sync:
             self.max_unavailable(),
             _sum(everything),
             new_rs.replicas if new_rs else 0,
-            new_rs.status("availableReplicas") if new_rs else 0,
+            _available_lower(new_rs) if new_rs else 0,
         )
         if budget <= 0:
             return False
@@ -709,9 +729,9 @@ class _Sync:
         for rs in sorted(old, key=lambda r: r.created):
             if cleaned >= budget:
                 break
-            if rs.replicas == 0 or rs.replicas == rs.status("availableReplicas"):
+            if rs.replicas == 0 or rs.replicas == _available_lower(rs):
                 continue
-            n = min(budget - cleaned, rs.replicas - rs.status("availableReplicas"))
+            n = min(budget - cleaned, rs.replicas - _available_lower(rs))
             self.scale_rs(rs, rs.replicas - n, "down")
             cleaned += n
         everything = [*old, *([new_rs] if new_rs else [])]
@@ -720,7 +740,7 @@ class _Sync:
 
     def scale_down_old_for_rolling(self, everything: list[_RS], old: list[_RS]) -> int:
         min_available = self.replicas - self.max_unavailable()
-        available = _sum(everything, "availableReplicas")
+        available = sum(_available_lower(rs) for rs in everything)
         if available <= min_available:
             return 0
         total = available - min_available

@@ -39,6 +39,7 @@ from kubesched.cluster.controllers.base import (
     meta_of,
     new_controller_ref,
     now_text,
+    only_status_changed,
     parse_time,
     pod_ready_condition,
 )
@@ -145,6 +146,8 @@ class ReplicaSetController(Controller):
             self._orphans.pop((ns, name), None)
             self._needs_scan.discard((ns, name))
             return
+        if only_status_changed(new, old):
+            return  # our own status write: nothing to reconcile
         ns, name = key_of(new)
         meta = meta_of(new)
         sel = selector_of(self.kind, new)
@@ -447,6 +450,9 @@ class ReplicaSetController(Controller):
             availableReplicas=available,
             observedGeneration=int(meta_of(rs).get("generation") or 1),
         )
+        for f in ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"):
+            if not status[f]:
+                del status[f]  # omitempty in the Go type; replicas is always written
         failure = get_condition(status, "ReplicaFailure")
         if manage_error is not None:
             reason = "FailedCreate" if len(active) < _replicas(rs) else "FailedDelete"
