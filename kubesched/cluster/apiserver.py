@@ -122,10 +122,10 @@ def _anonymous_forbidden(request: web.Request) -> errors.ApiError:
 
 
 def _parse_rv(value: str | None) -> int | None:
-    if value in (None, ""):
+    if not value:
         return None
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)
     except ValueError:
         raise errors.bad_request(f"invalid resource version: {value}") from None
 
@@ -156,7 +156,6 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.app = web.Application(client_max_size=CLIENT_MAX_SIZE)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
-        self._watch_tasks: set[asyncio.Task[Any]] = set()
         self.app.on_shutdown.append(self._on_shutdown)
 
     async def _on_shutdown(self, app: web.Application) -> None:

@@ -74,10 +74,6 @@ class ResourceType:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
-    def group_version(self) -> str:
-        return self.api_version
-
-    @property
     def singular(self) -> str:
         if self.crd is not None:
             return str(self.crd["spec"]["names"].get("singular") or self.kind.lower())
