@@ -154,6 +154,8 @@ class ApiServer:
         self.authz = authz
         self.auth_api = auth_api
         self.bookmark_interval = bookmark_interval
+        # Serves pods/log (kubelet/logs.PodLogs) when the cluster runs process pods; else logs are empty.
+        self.pod_logs: Any = None
         self.app = web.Application(client_max_size=CLIENT_MAX_SIZE)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.app.on_shutdown.append(self._on_shutdown)
@@ -309,6 +311,13 @@ class ApiServer:
             raise errors.method_not_allowed()
         if t.rtype.plural == "bindings":
             raise errors.method_not_allowed()
+        if t.subresource == "log":
+            if method != "GET":
+                raise errors.method_not_allowed()
+            pod = self.api.get(t.rtype, t.namespace, t.name).obj
+            if self.pod_logs is None:
+                return web.Response(body=b"", content_type="text/plain")
+            return await self.pod_logs.serve(request, pod)  # type: ignore[no-any-return]
         if method == "GET":
             st = self.api.get(t.rtype, t.namespace, t.name)
             if t.subresource == "scale":

@@ -54,6 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="controllers to run, as kube-controller-manager's flag: '*' all, 'foo' enables, '-foo' "
                          f"disables, '' none (known: {', '.join(KNOWN_CONTROLLERS)}; default '*')")
     up.add_argument("--no-controllers", action="store_true", help="run no controllers (same as --controllers='')")
+    up.add_argument("--control-plane-nodes", type=int, default=1, metavar="N",
+                    help="nodes control-plane-0..N-1 (tainted NoSchedule, InternalIP 127.0.1.x, root folder "
+                         "<data-dir>/nodes/<node>/) whose kubelet runs static pods and pods of --process-image as "
+                         "local processes (default 1)")
+    up.add_argument("--process-image", default="kubesched",
+                    help="image whose containers run as kubesched processes on control-plane nodes (default kubesched)")
     up.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
 
 
@@ -65,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.nodes < 0:
         print("kubesched cluster up: --nodes must be >= 0", file=sys.stderr)
+        return 2
+    if args.control_plane_nodes < 0:
+        print("kubesched cluster up: --control-plane-nodes must be >= 0", file=sys.stderr)
         return 2
     if args.node_metrics_port is not None and not 0 <= args.node_metrics_port <= 65535:
         print("kubesched cluster up: --node-metrics-port must be in 0..65535", file=sys.stderr)
@@ -96,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         node_metrics_port=args.node_metrics_port,
         node_usage_share=args.node_usage_share,
         node_metrics_cpu_series=args.node_metrics_cpu_series,
+        control_plane_nodes=args.control_plane_nodes,
+        process_image=args.process_image,
         controllers=controllers,
         authorization_mode=args.authorization_mode,
         token_auth_file=args.token_auth_file.expanduser() if args.token_auth_file else None,

@@ -32,6 +32,7 @@ SUBRESOURCES: dict[str, tuple[tuple[str, ...], tuple[str, str, str] | None]] = {
     "binding": (("create",), ("", "v1", "Binding")),
     "eviction": (("create",), ("policy", "v1", "Eviction")),
     "finalize": (("update",), None),
+    "log": (("get",), None),
     "token": (("create",), ("authentication.k8s.io", "v1", "TokenRequest")),
 }
 

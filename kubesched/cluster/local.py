@@ -84,7 +84,9 @@ class LocalCluster:
         # Signs and verifies service-account tokens (<data-dir>/pki/sa.key); None until start() over HTTPS.
         self.token_issuer: TokenIssuer | None = None
         self.authorizer: RBACAuthorizer | None = None
-        self.control_plane = process_kubelet.control_plane_nodes(options.data_dir, options.control_plane_nodes)
+        self.control_plane = process_kubelet.control_plane_nodes(
+            options.data_dir, options.control_plane_nodes
+        )
         self.process_kubelets: process_kubelet.ProcessKubelets | None = None
 
     @property
@@ -164,7 +166,8 @@ class LocalCluster:
         pk = process_kubelet.ProcessKubelets(self.api, self.control_plane, options)
         self.kubelets.process_nodes = set(pk.nodes)
         self.kubelets.claim = pk.claims
-        for n in self.control_plane:  # kubeadm's scheduler.conf, for static pods that mount it (admin for now)
+        # kubeadm's scheduler.conf, for static pods that mount it (admin credentials for now).
+        for n in self.control_plane:
             conf = n.root / "etc" / "kubernetes" / "scheduler.conf"
             if pki is not None:
                 kubeconfig.write_admin_kubeconfig(conf, self.url, pki)

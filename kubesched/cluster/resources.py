@@ -136,7 +136,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         "Pod",
         short_names=("po",),
         categories=("all",),
-        subresources=("status", "binding"),
+        subresources=("status", "binding", "log"),
     ),
     _core("bindings", "Binding", verbs=("create",)),
     _core("events", "Event", short_names=("ev",), storage="core/events"),

@@ -15,7 +15,7 @@ import asyncio
 import ipaddress
 import logging
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +114,35 @@ def node_object(
     }
 
 
+CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
+
+
+def control_plane_node_object(index: int, name: str, shape: NodeShape, ip: str, root: str) -> Obj:
+    """A control-plane node as kubeadm makes one: role label, NoSchedule taint; its own loopback InternalIP."""
+    node = node_object(index, name, shape, zones=1)
+    meta = node["metadata"]
+    meta["labels"] = dict(
+        meta["labels"],
+        **{CONTROL_PLANE_ROLE: "", "node.kubernetes.io/exclude-from-external-load-balancers": ""},
+    )
+    meta["labels"]["node.kubernetes.io/instance-type"] = "kubesched-process"
+    meta["annotations"] = {"kubesched.io/node-root": root, "node.alpha.kubernetes.io/ttl": "0"}
+    node["spec"] = dict(node["spec"], taints=[{"key": CONTROL_PLANE_ROLE, "effect": "NoSchedule"}])
+    node["spec"]["podCIDR"] = node["spec"]["podCIDRs"][0] = f"10.244.{index}.0/24"
+    status = node["status"]
+    status["addresses"] = [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}]
+    status["nodeInfo"] = dict(
+        status["nodeInfo"],
+        containerRuntimeVersion="kubesched://process",
+        osImage="kubesched process node",
+        kernelVersion="host",
+        machineID=f"cp{index:030x}",
+        systemUUID=f"cp{index:030x}",
+        bootID=f"cp{index:030x}",
+    )
+    return node
+
+
 def _cond(ctype: str, status: str, reason: str, message: str, ts: str) -> Obj:
     return {
         "type": ctype,
@@ -152,6 +181,10 @@ class SimulatedKubelets:
         self._to_start: dict[tuple[str, str], None] = {}
         self._to_finish: dict[tuple[str, str], float] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        # Nodes whose pods of the process image run as processes (``runtime.ProcessKubelets``): pods that
+        # ``claim`` says are its own are left alone here. Only looked at for pods on those nodes.
+        self.process_nodes: set[str] = set()
+        self.claim: Callable[[Obj], bool] | None = None
         api.observers.append(self._observe)
 
     # -- registration -----------------------------------------------------------------------------------
@@ -173,6 +206,15 @@ class SimulatedKubelets:
             self._nodes[name] = index
             self._renew_lease(name, trusted=validated)
             validated = True
+
+    def register_node_objects(self, nodes: Iterable[Obj]) -> None:
+        """Create (or take over) nodes built elsewhere (the control-plane nodes) and give them leases."""
+        for obj in nodes:
+            name = obj["metadata"]["name"]
+            if self.api.store.get(self._nodes_t.storage_key, ("", name)) is None:
+                self.api.create(self._nodes_t, obj, None)
+            self._nodes[name] = len(self._nodes)
+            self._renew_lease(name)
 
     def adopt_existing(self) -> None:
         """Take over Node objects created through the API with the simulated annotation."""
@@ -199,6 +241,8 @@ class SimulatedKubelets:
             node = (new.get("spec") or {}).get("nodeName")
             if not node or node not in self._nodes:
                 return
+            if node in self.process_nodes and self.claim is not None and self.claim(new):
+                return  # a pod the process kubelet runs
             meta = new["metadata"]
             key = (meta.get("namespace", ""), meta["name"])
             if meta.get("deletionTimestamp"):
