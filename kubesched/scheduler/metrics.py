@@ -25,23 +25,6 @@ SUBSYSTEM = "scheduler"
 # The content type kube-scheduler's /metrics answers with (Prometheus text format 0.0.4).
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
-# ``result`` label values of schedule_attempts_total / scheduling_attempt_duration_seconds.
-UNSCHEDULABLE = "unschedulable"
-ERROR = "error"
-
-# ``extension_point`` label values (upstream spelling).
-PRE_ENQUEUE = "PreEnqueue"
-PRE_FILTER = "PreFilter"
-FILTER = "Filter"
-POST_FILTER = "PostFilter"
-PRE_SCORE = "PreScore"
-SCORE = "Score"
-PRE_BIND = "PreBind"
-BIND = "Bind"
-POST_BIND = "PostBind"
-RESERVE = "Reserve"
-PERMIT = "Permit"
-
 # ``queue`` label values of pending_pods / queue_incoming_pods_total.
 QUEUE_ACTIVE = "active"
 QUEUE_BACKOFF = "backoff"
