@@ -78,7 +78,7 @@ class LocalCluster:
             )
         self.node_metrics_url = ""
         self.server: ApiServer | None = None
-        self._runner: web.AppRunner | None = None
+        self._runner: web.BaseRunner | None = None
         self.url = ""
         self.kubeconfig_path: Path | None = None
         # Signs and verifies service-account tokens (<data-dir>/pki/sa.key); None until start() over HTTPS.
@@ -138,9 +138,10 @@ class LocalCluster:
                 auth_api=AuthApi(self.api, authn, authz, self.token_issuer),
             )
             self.url = f"https://{url_host}:{o.port}"
-        self._runner = await start_server(self.server, host, o.port, ssl_ctx)
+        runner = await start_server(self.server, host, o.port, ssl_ctx)
+        self._runner = runner
         if o.port == 0:
-            sockets = self._runner.addresses
+            sockets = runner.addresses
             self.options.port = int(sockets[0][1])
             self.url = self.url.rsplit(":", 1)[0] + f":{self.options.port}"
         self.kubeconfig_path = o.kubeconfig_out or (o.data_dir / "admin.kubeconfig")
