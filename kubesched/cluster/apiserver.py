@@ -317,7 +317,7 @@ class ApiServer:
             pod = self.api.get(t.rtype, t.namespace, t.name).obj
             if self.pod_logs is None:
                 return web.Response(body=b"", content_type="text/plain")
-            return await self.pod_logs.serve(request, pod)  # type: ignore[no-any-return]
+            return await self.pod_logs.serve(request, pod)
         if method == "GET":
             st = self.api.get(t.rtype, t.namespace, t.name)
             if t.subresource == "scale":
