@@ -104,7 +104,25 @@ class ReplicatedStrategy(Strategy):
         obj["spec"] = spec
 
 
-DEPLOYMENT = ReplicatedStrategy(DEPLOYMENT_COLUMNS, deployment_row)
+class DeploymentStrategy(ReplicatedStrategy):
+    """apps/v1 Deployment defaults (upstream SetDefaults_Deployment): the rollout controllers read them."""
+
+    def prepare_for_create(self, api: ClusterApi, rtype: ResourceType, obj: Obj) -> None:
+        super().prepare_for_create(api, rtype, obj)
+        spec = obj["spec"]
+        strategy = dict(spec.get("strategy") or {})
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            rolling = dict(strategy.get("rollingUpdate") or {})
+            rolling.setdefault("maxUnavailable", "25%")
+            rolling.setdefault("maxSurge", "25%")
+            strategy["rollingUpdate"] = rolling
+        spec["strategy"] = strategy
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+
+
+DEPLOYMENT = DeploymentStrategy(DEPLOYMENT_COLUMNS, deployment_row)
 REPLICASET = ReplicatedStrategy(REPLICASET_COLUMNS, replicaset_row)
 STATEFULSET = ReplicatedStrategy()
 # DaemonSets and ReplicationControllers own pods but have no defaults of their own here.
