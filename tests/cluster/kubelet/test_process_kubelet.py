@@ -1,0 +1,206 @@
+"""The control-plane kubelet in-process: a LocalCluster with one control-plane node, containers that are small
+shell commands (fast to start), statuses read from the API. The scheduler as a static pod is in tests/e2e."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubesched.cluster.kubelet.backoff import CrashLoopBackoff
+from kubesched.cluster.local import ClusterOptions, LocalCluster
+
+pytestmark = pytest.mark.slow
+
+Obj = dict[str, Any]
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
+    c = LocalCluster(ClusterOptions(port=0, nodes=1, control_plane_nodes=1, data_dir=tmp_path))
+    await c.start()
+    assert c.process_kubelets is not None
+    c.process_kubelets.backoff = CrashLoopBackoff(initial=0.6, maximum=2.4)
+    try:
+        yield c
+    finally:
+        await c.stop()
+
+
+def manifests(c: LocalCluster) -> Path:
+    return c.options.data_dir / "nodes" / "control-plane-0" / "etc" / "kubernetes" / "manifests"
+
+
+def drop(c: LocalCluster, name: str, text: str) -> None:
+    folder = manifests(c)
+    (folder / f".{name}").write_text(text)
+    os.replace(folder / f".{name}", folder / name)
+
+
+def pod_manifest(name: str, script: str, extra: str = "", policy: str = "Always") -> str:
+    return f"""apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default}}
+spec:
+  restartPolicy: {policy}
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: kubesched
+    command: [sh, -c, {script!r}]
+{extra}"""
+
+
+def get_pod(c: LocalCluster, name: str) -> Obj | None:
+    st = c.api.store.get("/pods", ("default", name))
+    return st.obj if st is not None else None
+
+
+async def wait_for(fn: Callable[[], Any], timeout: float = 15.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {fn}")
+        await asyncio.sleep(0.05)
+
+
+def cstatus(c: LocalCluster, name: str) -> Obj:
+    pod = get_pod(c, name) or {}
+    return ((pod.get("status") or {}).get("containerStatuses") or [{}])[0]
+
+
+async def test_static_pod_mirror_and_restart_on_change_and_stop_on_removal(cluster: LocalCluster) -> None:
+    drop(cluster, "p.yaml", pod_manifest("p", "echo v1; exec sleep 60"))
+    mirror = await wait_for(
+        lambda: (
+            cstatus(cluster, "p-control-plane-0").get("state", {}).get("running")
+            and get_pod(cluster, "p-control-plane-0")
+        )
+    )
+    meta = mirror["metadata"]
+    assert meta["annotations"]["kubernetes.io/config.mirror"]
+    assert (
+        meta["ownerReferences"][0]["kind"] == "Node"
+        and meta["ownerReferences"][0]["name"] == "control-plane-0"
+    )
+    assert mirror["status"]["phase"] == "Running" and mirror["status"]["podIP"] == "127.0.1.1"
+    pid1 = int(cstatus(cluster, "p-control-plane-0")["containerID"].rsplit("/", 1)[1])
+    os.kill(pid1, 0)
+    drop(cluster, "p.yaml", pod_manifest("p", "echo v2; exec sleep 60"))
+    await wait_for(
+        lambda: (
+            get_pod(cluster, "p-control-plane-0")
+            and get_pod(cluster, "p-control-plane-0")["spec"]["containers"][0]["command"][-1]
+            == "echo v2; exec sleep 60"
+            and cstatus(cluster, "p-control-plane-0").get("state", {}).get("running")
+        )
+    )
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid1, 0)
+    pid2 = int(cstatus(cluster, "p-control-plane-0")["containerID"].rsplit("/", 1)[1])
+    (manifests(cluster) / "p.yaml").unlink()
+    await wait_for(lambda: get_pod(cluster, "p-control-plane-0") is None)
+    await wait_for(lambda: not _alive(pid2))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_malformed_manifest_is_an_event_on_the_node_and_others_keep_running(
+    cluster: LocalCluster,
+) -> None:
+    drop(cluster, "good.yaml", pod_manifest("good", "exec sleep 60"))
+    drop(cluster, "bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n")
+    await wait_for(lambda: cstatus(cluster, "good-control-plane-0").get("state", {}).get("running"))
+
+    def node_events() -> list[Obj]:
+        items, _ = cluster.api.store.list("core/events", "default")
+        return [st.obj for st in items if st.obj["involvedObject"].get("kind") == "Node"]
+
+    (ev,) = await wait_for(node_events)
+    assert ev["reason"] == "FailedStaticPodManifest" and ev["type"] == "Warning"
+    assert ev["involvedObject"]["name"] == "control-plane-0" and ev["message"].startswith("bad.yaml: ")
+
+
+async def test_crash_loop_backoff_restart_count_and_last_state(cluster: LocalCluster) -> None:
+    drop(cluster, "crash.yaml", pod_manifest("crash", "echo crashing; exit 3"))
+    name = "crash-control-plane-0"
+    st = await wait_for(lambda: cstatus(cluster, name).get("restartCount", 0) >= 2 and cstatus(cluster, name))
+    assert st["lastState"]["terminated"]["exitCode"] == 3
+    assert st["lastState"]["terminated"]["reason"] == "Error"
+    await wait_for(
+        lambda: cstatus(cluster, name).get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"
+    )
+    msg = cstatus(cluster, name)["state"]["waiting"]["message"]
+    assert msg.startswith("back-off ") and "restarting failed container=main" in msg
+    assert get_pod(cluster, name)["status"]["phase"] == "Running"
+    log_dir = next(
+        (cluster.options.data_dir / "nodes/control-plane-0/var/log/pods").glob(
+            "default_crash-control-plane-0_*"
+        )
+    )
+    assert sorted(p.name for p in (log_dir / "main").iterdir())[:2] == ["0.log", "1.log"]
+    assert b"crashing" in (log_dir / "main" / "0.log").read_bytes()
+
+
+async def test_restart_policy_never_reports_failed_and_on_failure_succeeds(cluster: LocalCluster) -> None:
+    drop(cluster, "never.yaml", pod_manifest("never", "exit 7", policy="Never"))
+    drop(cluster, "onfail.yaml", pod_manifest("onfail", "exit 0", policy="OnFailure"))
+    pod = await wait_for(
+        lambda: (
+            (p := get_pod(cluster, "never-control-plane-0")) and p["status"].get("phase") == "Failed" and p
+        )
+    )
+    st = pod["status"]["containerStatuses"][0]
+    assert st["state"]["terminated"]["exitCode"] == 7 and st["restartCount"] == 0
+    pod = await wait_for(
+        lambda: (
+            (p := get_pod(cluster, "onfail-control-plane-0"))
+            and p["status"].get("phase") == "Succeeded"
+            and p
+        )
+    )
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+
+
+async def test_failed_liveness_probe_restarts_and_readiness_gates_ready(cluster: LocalCluster) -> None:
+    probes = """    livenessProbe:
+      exec: {command: [sh, -c, "test ! -e FLAG"]}
+      periodSeconds: 1
+      failureThreshold: 1
+    readinessProbe:
+      exec: {command: [sh, -c, "exit 1"]}
+      periodSeconds: 1
+"""
+    flag = Path(f"/tmp/kubesched-test-unhealthy-live-{os.getpid()}")
+    drop(cluster, "live.yaml", pod_manifest("live", "exec sleep 60", probes.replace("FLAG", str(flag))))
+    name = "live-control-plane-0"
+    await wait_for(lambda: cstatus(cluster, name).get("state", {}).get("running"))
+    await asyncio.sleep(1.5)
+    pod = get_pod(cluster, name)
+    assert pod is not None
+    ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+    assert ready["Ready"] == "False" and cstatus(cluster, name)["restartCount"] == 0
+    flag.touch()
+    try:
+        st = await wait_for(
+            lambda: cstatus(cluster, name).get("restartCount", 0) >= 1 and cstatus(cluster, name)
+        )
+        assert st["lastState"]["terminated"]["exitCode"] == 128 + 15  # SIGTERM from the kubelet
+    finally:
+        flag.unlink()
+    items, _ = cluster.api.store.list("core/events", "default")
+    reasons = {st.obj["reason"] for st in items if st.obj["involvedObject"].get("name") == name}
+    assert {"Unhealthy", "Killing", "Started"} <= reasons
