@@ -4,6 +4,7 @@
     kubesched bench --workload all --nodes 500 --pods 1000 -o json
     kubesched bench --mode e2e --workload SchedulingBasic          # cluster and scheduler as processes
     kubesched bench --scale 500,5000,15000                         # per-pod cost as the cluster grows
+    kubesched bench --nodes 500 --pods 10000 --plot bench.png      # throughput over time, latency CDF
 
 In-process runs go to a fresh Python process per workload (``--no-isolate`` to stay in this one), so that each
 peak RSS is that workload's alone. The exit status is 1 when any run failed its check or broke, whatever its
@@ -79,6 +80,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-isolate", action="store_true", help="in process: run in this process, not a fresh one"
     )
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        default=None,
+        help="also draw FILE (.png, .svg or .pdf; needs kubesched[plot]): throughput over time and the per-pod "
+        "latency CDF of each run (with --scale, CPU per pod by node count); with --load-aware-comparison, "
+        "every node's CPU usage per profile",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
@@ -131,6 +140,20 @@ def _profile_path(template: str | None, workload: Workload) -> str | None:
     return template.replace("{workload}", workload.name) if template else None
 
 
+def check_plot_path(args: argparse.Namespace, command: str = "kubesched bench") -> bool:
+    """Refuse a bad ``--plot`` before minutes of benchmarking, in one line on stderr; True when fine."""
+    if not getattr(args, "plot", None):
+        return True
+    from kubesched.plots import PlotError, check_path
+
+    try:
+        check_path(args.plot)
+    except PlotError as e:
+        print(f"{command}: --plot {e}", file=sys.stderr)
+        return False
+    return True
+
+
 def run_one(
     workload: Workload, args: argparse.Namespace, catalogue: Catalogue, progress: Any
 ) -> dict[str, Any]:
@@ -138,13 +161,23 @@ def run_one(
     if args.mode == "e2e":
         from kubesched.bench.e2e import E2eOptions, run_e2e
 
-        return run_e2e(workload, E2eOptions(timeout=args.timeout, create=args.create), catalogue, progress)
-    from kubesched.bench.inprocess import RunOptions, run_inprocess
+        e2e_options = E2eOptions(timeout=args.timeout, create=args.create, keep_series=bool(args.plot))
+        return run_e2e(workload, e2e_options, catalogue, progress)
+    from kubesched.bench.inprocess import run_inprocess
 
-    options = RunOptions(
-        seed=args.seed, timeout=args.timeout, profile_path=_profile_path(args.profile, workload)
-    )
+    options = _run_options(workload, args)
     return run_inprocess(workload, options, catalogue, progress)
+
+
+def _run_options(workload: Workload, args: argparse.Namespace) -> Any:
+    from kubesched.bench.inprocess import RunOptions
+
+    return RunOptions(
+        seed=args.seed,
+        timeout=args.timeout,
+        profile_path=_profile_path(args.profile, workload),
+        keep_series=bool(getattr(args, "plot", None)),
+    )
 
 
 def _child_main(workload: Workload, options: Any, catalogue: Catalogue, verbosity: int, out: Any) -> None:
@@ -171,11 +204,9 @@ def _child_main(workload: Workload, options: Any, catalogue: Catalogue, verbosit
 def run_isolated(
     workload: Workload, args: argparse.Namespace, catalogue: Catalogue, progress: Any
 ) -> dict[str, Any]:
-    from kubesched.bench.inprocess import RunOptions, _base_result
+    from kubesched.bench.inprocess import _base_result
 
-    options = RunOptions(
-        seed=args.seed, timeout=args.timeout, profile_path=_profile_path(args.profile, workload)
-    )
+    options = _run_options(workload, args)
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     # The catalogue is pickled into the child (definitions are module-level objects, so this is by reference).
@@ -351,6 +382,10 @@ def print_scale(results: list[dict[str, Any]]) -> None:
 
 def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
     _setup_logging(args.verbosity)
+    if not check_plot_path(
+        args, "kubesched bench --load-aware-comparison" if args.load_aware_comparison else "kubesched bench"
+    ):
+        return 2
     if args.load_aware_comparison:
         from kubesched.bench import loadcompare
 
@@ -387,9 +422,21 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
                 result["cpuMicrosecondsPerPod"] = cpu_us_per_pod(result)
             results.append(result)
             if args.output == "json":
-                print(json.dumps(result), flush=True)
+                # The per-pod series are for the plot only: the JSON report stays one small line per run.
+                print(json.dumps({k: v for k, v in result.items() if k != "series"}), flush=True)
     if args.output == "table":
         print_table(results)
         if args.scale:
             print_scale(results)
-    return 1 if any(failed(r) for r in results) else 0
+    status = 1 if any(failed(r) for r in results) else 0
+    if args.plot:
+        from kubesched.bench.plot import bench_figure
+        from kubesched.plots import PlotError
+
+        try:
+            written = bench_figure(results, args.plot, scale=bool(args.scale))
+        except PlotError as e:
+            print(f"kubesched bench: --plot {e}", file=sys.stderr)
+            return status or 1
+        print(f"kubesched bench: plot written to {written}", file=sys.stderr)
+    return status

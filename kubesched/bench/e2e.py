@@ -36,7 +36,7 @@ from typing import Any
 
 from kubesched.bench.check import PlacementChecker, pod_key
 from kubesched.bench.inprocess import Progress, _base_result
-from kubesched.bench.measure import peak_rss, summarize
+from kubesched.bench.measure import peak_rss, series, summarize
 from kubesched.bench.profiles import WorkloadSkipped, config_document, require_plugin
 from kubesched.bench.workloads import CHURN_INTERVAL, Workload, load_annotations
 from kubesched.cluster.process import start_cluster_process
@@ -57,6 +57,7 @@ class E2eOptions:
     timeout: float = 900.0
     create: str = "before"  # or "live"
     keep_dir: bool = False
+    keep_series: bool = False  # add the per-pod bind offsets and latencies (``series``) for --plot
 
 
 class _Process:
@@ -183,13 +184,14 @@ async def _run(
     schedulers: list[_Process] = []
     try:
         progress("starting the cluster", 0, 1)
-        cluster_proc, _url, kubeconfig, _lines = await asyncio.to_thread(_start_cluster, work / "cluster")
+        proc, _url, kubeconfig, _lines = await asyncio.to_thread(_start_cluster, work / "cluster")
+        cluster_proc = proc  # the finally clause stops it
         config_path = work / "scheduler-config.json"
         config_path.write_text(
             json.dumps(config_document(workload, kubeconfig=str(kubeconfig), qps=SCHEDULER_QPS))
         )
         result.update(
-            await _drive(workload, options, progress, work, kubeconfig, config_path, cluster_proc, schedulers)
+            await _drive(workload, options, progress, work, kubeconfig, config_path, proc, schedulers)
         )
     except Exception as e:
         result.update(error=f"{type(e).__name__}: {e}")
@@ -272,9 +274,13 @@ async def _drive(
         measured_keys = {pod_key(p) for p in measured}
         done_before = len(watch.bind_times)
         measured_bound = watch.expect_bound(measured_keys)
-        create_pods = _create_all(
-            lambda p: client.create("v1", "pods", p, namespace=p["metadata"]["namespace"]), measured
-        )
+        created: dict[str, float] = {}  # when each create returned: the pod's hand-over, for latencies
+
+        async def create_measured(p: Obj) -> None:
+            await client.create("v1", "pods", p, namespace=p["metadata"]["namespace"])
+            created[pod_key(p)] = time.perf_counter()
+
+        create_pods = _create_all(create_measured, measured)
         start: float | None = None
         startup = 0.0
         creating: asyncio.Task[None] | None = None
@@ -295,7 +301,7 @@ async def _drive(
                 startup = start - begin
         elif not timed_out:
             begin = start = time.perf_counter()
-            creating = asyncio.create_task(create_pods)  # type: ignore[arg-type]
+            creating = asyncio.create_task(create_pods)
         else:
             create_pods.close()
         watch.on_bind = lambda n: progress("measured pods", n - done_before, len(measured))
@@ -355,6 +361,10 @@ async def _drive(
     }
     if not check.passed:
         out["schedulerLog"] = scheduler.tail()
+    if options.keep_series and start is not None:
+        out["series"] = series(
+            {k: watch.bind_times[k] for k in measured_keys if k in watch.bind_times}, created, start
+        )
     return out
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from kubesched.apimachinery.timefmt import now_rfc3339
 from kubesched.bench.check import PlacementChecker, pod_key
-from kubesched.bench.measure import peak_rss, summarize
+from kubesched.bench.measure import peak_rss, series, summarize
 from kubesched.bench.profiles import WorkloadSkipped, inprocess_config
 from kubesched.bench.workloads import CHURN_INTERVAL, Workload, load_annotations
 from kubesched.client.rest import ApiError
@@ -66,6 +66,7 @@ class InMemoryApi:
         # ("bound" | "deleted", pod) in the order the changes happened, for the placement check.
         self.changes: list[tuple[str, Obj]] = []
         self.bind_times: dict[str, float] = {}
+        self.create_times: dict[str, float] = {}  # when each pod was handed to the scheduler (latency plots)
         self.rejected_binds: list[str] = []
         self.events_written = 0
         self._rv = itertools.count(1)
@@ -99,7 +100,9 @@ class InMemoryApi:
         meta["resourceVersion"] = str(next(self._rv))
         meta.setdefault("creationTimestamp", now_rfc3339())
         pod.setdefault("status", {"phase": "Pending"})
-        self.pods[pod_key(pod)] = pod
+        key = pod_key(pod)
+        self.pods[key] = pod
+        self.create_times[key] = time.perf_counter()
         assert self._on_add is not None
         self._on_add(pod)
         return pod
@@ -257,6 +260,7 @@ class RunOptions:
     seed: int | None = 1
     timeout: float = 900.0
     profile_path: str | None = None
+    keep_series: bool = False  # add the per-pod bind offsets and latencies (``series``) for --plot
 
 
 class _ChurnInjector:
@@ -364,7 +368,7 @@ async def _run(
         cpu_seconds = time.process_time() - cpu_start
         if profiler is not None:
             profiler.disable()
-            profiler.dump_stats(options.profile_path)
+            profiler.dump_stats(str(options.profile_path))  # set: the profiler runs only with a path
         if churn is not None:
             churn.stop()
         await asyncio.sleep(0)  # let the last informer updates reach the scheduler
@@ -398,6 +402,9 @@ async def _run(
         podsDeleted=sum(1 for kind, _ in api.changes if kind == "deleted"),
         eventsWritten=api.events_written,
     )
+    if options.keep_series:
+        bound = {k: api.bind_times[k] for k in measured_keys if k in api.bind_times}
+        result["series"] = series(bound, api.create_times, start)
     return result
 
 

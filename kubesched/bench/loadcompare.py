@@ -2,6 +2,7 @@
 
     kubesched bench --load-aware-comparison                 # 20 nodes, 28 new pods, Dynamic weights 3, 5, 10
     kubesched bench --load-aware-comparison --weights 3,7 -o json
+    kubesched bench --load-aware-comparison --plot docs/load-aware-comparison.png
 
 The workload is skewed against requests, as in crane-scheduler#51: some nodes ("hot") run pods that request
 little but use a lot of CPU, the others ("cold") run pods that reserve half the node and use less than that. Usage follows the
@@ -644,6 +645,16 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
                 f"simulate: kubesched simulate --cluster {args.scenario_out / 'cluster.yaml'} "
                 f"--config {args.scenario_out / f'dynamic-w{args.weights[0]}.yaml'} --top 5"
             )
+    if getattr(args, "plot", None):
+        from kubesched.bench.plot import loadaware_figure
+        from kubesched.plots import PlotError
+
+        try:
+            written = loadaware_figure(results, workload, LIMIT, args.plot)
+        except PlotError as e:
+            print(f"kubesched bench --load-aware-comparison: --plot {e}", file=sys.stderr)
+            return 1
+        print(f"kubesched bench --load-aware-comparison: plot written to {written}", file=sys.stderr)
     return 0
 
 

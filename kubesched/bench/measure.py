@@ -17,7 +17,7 @@ import math
 import os
 import resource
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 SAMPLE_INTERVAL = 1.0
@@ -35,8 +35,12 @@ class Throughput:
     samples: list[float] = field(default_factory=list)
 
     def as_json(self) -> dict[str, float]:
-        return {"average": round(self.average, 1), "p50": round(self.p50, 1), "p90": round(self.p90, 1),
-                "p99": round(self.p99, 1)}
+        return {
+            "average": round(self.average, 1),
+            "p50": round(self.p50, 1),
+            "p90": round(self.p90, 1),
+            "p99": round(self.p99, 1),
+        }
 
 
 def percentile(sorted_samples: Sequence[float], pct: int) -> float:
@@ -102,6 +106,21 @@ def summarize(bind_times: Sequence[float], start: float | None = None) -> Throug
         p99=percentile(ordered, 99),
         samples=samples,
     )
+
+
+def series(
+    bind_times: Mapping[str, float], handed_over: Mapping[str, float], start: float
+) -> dict[str, list[float]]:
+    """What ``--plot`` draws, kept only when it is asked for: every measured pod's binding as seconds after
+    ``start`` (sorted), and its latency: from when the scheduler could first see it (created, or ``start`` if
+    created before) to its binding, queue wait included. Rounded to the microsecond to keep the result small.
+    """
+    return {
+        "bindSeconds": sorted(round(t - start, 6) for t in bind_times.values()),
+        "latencySeconds": sorted(
+            round(t - max(handed_over.get(key, start), start), 6) for key, t in bind_times.items()
+        ),
+    }
 
 
 def peak_rss(pid: int | None = None) -> int:
