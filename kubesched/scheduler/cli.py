@@ -203,8 +203,9 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
             metrics=metrics,
             configz=lambda: _configz(config),
         )
-        if sched.decisions is not None:
-            server.add_json_route("/debug/decisions", lambda: {"decisions": sched.decisions.snapshot()})
+        decisions = sched.decisions
+        if decisions is not None:
+            server.add_json_route("/debug/decisions", lambda: {"decisions": decisions.snapshot()})
             # The queue as the dashboard shows it (kubesched dashboard --scheduler-url).
             server.add_json_route("/debug/queue", lambda: sched.queue.snapshot())
         await server.start()

@@ -10,6 +10,7 @@ A 409 from ``pods/binding`` means someone else bound it: the pod is dropped, nev
 from __future__ import annotations
 
 import asyncio
+import builtins
 import dataclasses
 import gc
 import logging
@@ -52,25 +53,31 @@ REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 
 
-class Lister:
-    """Read access to an informer's store, for plugins (namespaces, workloads, PDBs)."""
+class InformerNamespaces:
+    """Namespaces from the informer, for plugins (``Handle.namespaces``: InterPodAffinity's namespace selectors)."""
 
     def __init__(self, informers: dict[str, Informer]) -> None:
         self._informers = informers
 
-    def get(self, kind: str, namespace: str | None = None, name: str | None = None) -> dict[str, Any] | None:
-        # Called as get(name) for namespaces and get(kind, namespace, name) for workloads.
-        if name is None and namespace is None:
-            inf = self._informers.get("namespaces")
-            return inf.get(kind) if inf is not None else None
-        inf = self._informers.get(kind.lower() + "s") or self._informers.get(kind)
-        if inf is None or name is None:
-            return None
-        return inf.get(name, namespace)
+    def get(self, name: str) -> dict[str, Any] | None:
+        inf = self._informers.get("namespaces")
+        return inf.get(name) if inf is not None else None
 
-    def list(self, plural: str = "namespaces") -> list[dict[str, Any]]:
-        inf = self._informers.get(plural)
+    def list(self) -> builtins.list[dict[str, Any]]:
+        inf = self._informers.get("namespaces")
         return inf.list() if inf is not None else []
+
+
+class InformerWorkloads:
+    """Services, owners and PDBs from the informers (``Handle.workloads`` for default spreading, ``Handle.pdbs``
+    for preemption)."""
+
+    def __init__(self, informers: dict[str, Informer]) -> None:
+        self._informers = informers
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        inf = self._informers.get(kind.lower() + "s")
+        return inf.get(name, namespace) if inf is not None else None
 
     def services(self, namespace: str) -> list[dict[str, Any]]:
         inf = self._informers.get("services")
@@ -78,11 +85,9 @@ class Lister:
             return []  # asked once per pod by default spreading: no list to build when there are none
         return [s for s in inf.list() if (s.get("metadata") or {}).get("namespace") == namespace]
 
-    def pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        items = self.list("poddisruptionbudgets")
-        if namespace is None:
-            return items
-        return [p for p in items if (p.get("metadata") or {}).get("namespace") == namespace]
+    def pdbs(self) -> list[dict[str, Any]]:
+        inf = self._informers.get("poddisruptionbudgets")
+        return inf.list() if inf is not None else []
 
 
 class Scheduler:
@@ -106,7 +111,7 @@ class Scheduler:
         self.on_scheduled = on_scheduled
         self.decisions: DecisionLog | None = DecisionLog() if explain else None
         self.informers: dict[str, Informer] = {}
-        self.lister = Lister(self.informers)
+        workloads = InformerWorkloads(self.informers)
         self._bind_tasks: set[asyncio.Task[None]] = set()
         # PodScheduled=False status writes in flight, by pod uid; a binding waits for its pod's write to land.
         self._condition_writes: dict[str, asyncio.Task[None]] = {}
@@ -127,9 +132,9 @@ class Scheduler:
             metrics=self.metrics,
             activate=self._activate,
             seed=seed,
-            namespaces=self.lister,
-            workloads=self.lister,
-            pdbs=self.lister,
+            namespaces=InformerNamespaces(self.informers),
+            workloads=workloads,
+            pdbs=workloads,
         )
         for profile in config.profiles:
             recorder = None
