@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -62,6 +63,14 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def read_in_mount_namespace(pid: int, path: str) -> str:
+    r = subprocess.run(
+        ["nsenter", f"--target={pid}", "--mount", "--", "cat", path], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
 
 
 def pid_of(pod: dict[str, Any]) -> int:
@@ -360,10 +369,10 @@ def test_deployment_of_three_schedulers_in_cluster(env: Env) -> None:
     assert len(by_pid) == 3 and all(alive(pid) for pid in by_pid)
     for pid, p in by_pid.items():
         # In-cluster identity: the service-account folder exists in the process' own mount namespace only.
-        sa_dir = Path(f"/proc/{pid}/root/var/run/secrets/kubernetes.io/serviceaccount")
-        assert (sa_dir / "namespace").read_text() == "kube-system"
-        assert (sa_dir / "token").read_text().count(".") == 2
-        assert "BEGIN CERTIFICATE" in (sa_dir / "ca.crt").read_text()
+        sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+        assert read_in_mount_namespace(pid, f"{sa_dir}/namespace") == "kube-system"
+        assert read_in_mount_namespace(pid, f"{sa_dir}/token").count(".") == 2
+        assert "BEGIN CERTIFICATE" in read_in_mount_namespace(pid, f"{sa_dir}/ca.crt")
         assert "--kubeconfig" not in Path(f"/proc/{pid}/cmdline").read_text()
         assert f"--bind-address={p['status']['podIP']}" in Path(f"/proc/{pid}/cmdline").read_text()
     assert not Path("/var/run/secrets/kubernetes.io/serviceaccount").exists()  # the host's path is untouched
