@@ -207,7 +207,11 @@ def test_aggregated_shapes() -> None:
             "verbs": ["create"],
         },
         # Read by kubectl logs; served from the container logs of control-plane nodes.
-        {"subresource": "log", "responseKind": {"group": "", "version": "v1", "kind": "Pod"}, "verbs": ["get"]},
+        {
+            "subresource": "log",
+            "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "verbs": ["get"],
+        },
     ]
     nodes = next(r for r in v1["resources"] if r["resource"] == "nodes")
     assert nodes["scope"] == "Cluster"
