@@ -610,6 +610,8 @@ class PodWorker:
         self.uid = sp.uid if sp is not None else str(meta.get("uid", ""))
         self.mirror_uid: str | None = None
         self.terminating = False
+        # A static pod of another image is only published (its mirror pod); the simulated kubelet "runs" it.
+        self.runs_processes = kubelet.claims(self.pod)
         self.containers = {
             str(c.get("name")): ContainerRun(self, c) for c in self.pod["spec"].get("containers") or []
         }
@@ -632,6 +634,8 @@ class PodWorker:
 
     async def _run(self) -> None:
         self.publish()
+        if not self.runs_processes:
+            return
         await self.kubelet.namespaces_known.wait()
         while True:
             if self._prepare_volumes():
@@ -820,6 +824,8 @@ class PodWorker:
                 elif (st.obj["metadata"].get("annotations") or {}).get(static.CONFIG_MIRROR) != self.uid:
                     return  # an API pod (or an older mirror) holds the name; upstream waits too
             elif st is None or st.obj["metadata"].get("uid") != self.uid:
+                return
+            if not self.runs_processes:
                 return
             new = dict(st.obj)
             new["status"] = self._status(st.obj.get("status") or {})

@@ -204,3 +204,54 @@ async def test_failed_liveness_probe_restarts_and_readiness_gates_ready(cluster:
     items, _ = cluster.api.store.list("core/events", "default")
     reasons = {st.obj["reason"] for st in items if st.obj["involvedObject"].get("name") == name}
     assert {"Unhealthy", "Killing", "Started"} <= reasons
+
+
+async def test_static_pod_of_another_image_is_mirrored_and_simulated(cluster: LocalCluster) -> None:
+    drop(
+        cluster,
+        "web.yaml",
+        pod_manifest("web", "exec sleep 60").replace("image: kubesched", "image: nginx:1.27"),
+    )
+    name = "web-control-plane-0"
+    pod = await wait_for(
+        lambda: (p := get_pod(cluster, name)) and p["status"].get("phase") == "Running" and p
+    )
+    assert pod["metadata"]["annotations"]["kubernetes.io/config.mirror"]
+    assert pod["status"]["containerStatuses"][0]["containerID"].startswith("kubesched://")
+    assert cluster.process_kubelets is not None
+    assert not cluster.process_kubelets.container_running(pod, "main")  # no process: simulated
+    (manifests(cluster) / "web.yaml").unlink()
+    await wait_for(lambda: get_pod(cluster, name) is None)
+
+
+async def test_api_pod_of_the_process_image_runs_and_its_deletion_stops_it(cluster: LocalCluster) -> None:
+    pods = cluster.api.rtype("", "v1", "pods")
+    cluster.api.create(
+        pods,
+        {
+            "metadata": {"name": "job"},
+            "spec": {
+                "nodeName": "control-plane-0",
+                "automountServiceAccountToken": False,
+                "terminationGracePeriodSeconds": 3,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.example/kubesched:v1",
+                        "command": ["sh", "-c", "echo node=$NODE; exec sleep 60"],
+                        "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                    }
+                ],
+            },
+        },
+        "default",
+    )
+    st = await wait_for(
+        lambda: cstatus(cluster, "job").get("state", {}).get("running") and cstatus(cluster, "job")
+    )
+    pid = int(st["containerID"].rsplit("/", 1)[1])
+    log_dir = next((cluster.options.data_dir / "nodes/control-plane-0/var/log/pods").glob("default_job_*"))
+    await wait_for(lambda: b"node=control-plane-0" in (log_dir / "main" / "0.log").read_bytes())
+    cluster.api.delete(pods, "default", "job", {})
+    await wait_for(lambda: get_pod(cluster, "job") is None)
+    assert not _alive(pid)
