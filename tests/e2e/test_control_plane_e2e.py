@@ -210,6 +210,9 @@ def test_scheduler_as_a_static_pod(env: Env) -> None:
     logs = kubectl("logs", "-n", "kube-system", name).stdout
     assert "successfully acquired lease kube-system/kube-scheduler" in logs, logs
     assert len(kubectl("logs", "-n", "kube-system", name, "--tail=1").stdout.splitlines()) == 1
+    stamped = kubectl("logs", "-n", "kube-system", name, "--tail=1", "--timestamps").stdout
+    assert stamped[:4].isdigit() and stamped[10] == "T" and stamped.split(" ", 1)[0].endswith("Z")
+    assert len(kubectl("logs", "-n", "kube-system", name, "--limit-bytes=10").stdout) == 10
     follow = kubectl.popen("logs", "-n", "kube-system", name, "-f", "--tail=2")
     try:
         assert follow.stdout is not None
@@ -417,6 +420,8 @@ def test_deployment_of_three_schedulers_in_cluster(env: Env) -> None:
     )
     st = restarted["status"]["containerStatuses"][0]
     assert st["lastState"]["terminated"]["exitCode"] == 137
+    previous = kubectl("logs", "-n", "kube-system", first_leader, "--previous").stdout
+    assert "successfully acquired lease kube-system/kube-scheduler" in previous
     pids.append(pid_of(restarted))
     kubectl("apply", "-f", "-", input=json.dumps({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ha-2"},
