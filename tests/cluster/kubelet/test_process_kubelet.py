@@ -255,3 +255,37 @@ async def test_api_pod_of_the_process_image_runs_and_its_deletion_stops_it(clust
     cluster.api.delete(pods, "default", "job", {})
     await wait_for(lambda: get_pod(cluster, "job") is None)
     assert not _alive(pid)
+
+
+async def test_without_mount_namespaces_unmounted_volumes_are_reported_not_pretended(
+    cluster: LocalCluster,
+) -> None:
+    pk = cluster.process_kubelets
+    assert pk is not None
+    await pk.namespaces_known.wait()
+    pk.namespaces = False  # as on a machine where the cluster does not run as root
+    drop(
+        cluster,
+        "vol.yaml",
+        pod_manifest(
+            "vol",
+            "test -e /etc/kubesched-test-volume/x || echo not-mounted; exec sleep 60",
+            """    volumeMounts: [{name: data, mountPath: /etc/kubesched-test-volume}]
+  volumes: [{name: data, emptyDir: {}}]
+""",
+        ),
+    )
+    name = "vol-control-plane-0"
+    pod = await wait_for(
+        lambda: (
+            (p := get_pod(cluster, name))
+            and any(c["type"] == "kubesched.io/VolumesMounted" for c in p["status"].get("conditions") or [])
+            and p
+        )
+    )
+    cond = next(c for c in pod["status"]["conditions"] if c["type"] == "kubesched.io/VolumesMounted")
+    assert cond["status"] == "False" and "/etc/kubesched-test-volume" in cond["message"]
+    items, _ = cluster.api.store.list("core/events", "default")
+    (ev,) = [st.obj for st in items if st.obj["reason"] == "VolumesNotMounted"]
+    assert ev["type"] == "Warning" and "/etc/kubesched-test-volume" in ev["message"]
+    assert not Path("/etc/kubesched-test-volume").exists()
