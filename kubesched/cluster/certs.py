@@ -372,3 +372,19 @@ def self_signed_pair(dir: Path, hosts: list[str], name: str) -> tuple[Path, Path
     _write(key_path, _key_pem(key), 0o600)
     _write(cert_path, _cert_pem(cert) + _cert_pem(ca_cert), 0o644)
     return cert_path, key_path
+
+
+def client_pair(pki: Pki, name: str, user: str, group: str | None = None) -> tuple[bytes, bytes]:
+    """PEM certificate and key of a client ``user`` (organisation ``group``) signed by the cluster CA, as
+    kubeadm makes for its components (``scheduler.conf``: ``system:kube-scheduler``). Kept as
+    ``<pki>/<name>.crt``/``.key`` and reused while valid."""
+    cert_path, key_path = pki.dir / f"{name}.crt", pki.dir / f"{name}.key"
+    ca_cert = _load_cert(pki.ca_cert_path)
+    ca_key = _load_key(pki.ca_key_path)
+    if ca_cert is None or ca_key is None:
+        raise ValueError(f"no cluster CA in {pki.dir}")
+    if _usable_pair(cert_path, key_path, ca_cert) is None:
+        cert, key = _make_leaf(ca_cert, ca_key, _name(user, group), client=True)
+        _write(key_path, _key_pem(key), 0o600)
+        _write(cert_path, _cert_pem(cert), 0o644)
+    return cert_path.read_bytes(), key_path.read_bytes()

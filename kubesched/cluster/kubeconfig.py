@@ -92,3 +92,17 @@ def write_insecure_kubeconfig(
     """Write a kubeconfig for a plain-HTTP server (``--insecure-http``): no CA, no credentials."""
     config = kubeconfig_dict(server_url, cluster_name=cluster_name, user=user, cluster={}, credentials={})
     return _write_private(path, yaml.safe_dump(config, sort_keys=False))
+
+
+def write_client_kubeconfig(
+    path: Path, server_url: str, pki: Pki, cert_pem: bytes, key_pem: bytes, *, user: str
+) -> Path:
+    """Write a kubeconfig (mode 0600) trusting the cluster CA with another client certificate than the admin's."""
+    config = kubeconfig_dict(
+        server_url,
+        cluster_name="kubesched",
+        user=user,
+        cluster={"certificate-authority-data": _b64(pki.ca_cert_pem)},
+        credentials={"client-certificate-data": _b64(cert_pem), "client-key-data": _b64(key_pem)},
+    )
+    return _write_private(path, yaml.safe_dump(config, sort_keys=False))

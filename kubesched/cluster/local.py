@@ -167,11 +167,16 @@ class LocalCluster:
         pk = process_kubelet.ProcessKubelets(self.api, self.control_plane, options)
         self.kubelets.process_nodes = set(pk.nodes)
         self.kubelets.claim = pk.claims
-        # kubeadm's scheduler.conf, for static pods that mount it (admin credentials for now).
+        # kubeadm's scheduler.conf (user system:kube-scheduler, bound by the bootstrap RBAC policy), for static
+        # pods that mount it from the node's /etc/kubernetes.
+        if pki is not None:
+            cert, key = certs.client_pair(pki, "scheduler", "system:kube-scheduler")
         for n in self.control_plane:
             conf = n.root / "etc" / "kubernetes" / "scheduler.conf"
             if pki is not None:
-                kubeconfig.write_admin_kubeconfig(conf, self.url, pki)
+                kubeconfig.write_client_kubeconfig(
+                    conf, self.url, pki, cert, key, user="system:kube-scheduler"
+                )
             else:
                 kubeconfig.write_insecure_kubeconfig(conf, self.url)
         if self.server is not None:

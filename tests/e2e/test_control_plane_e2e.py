@@ -209,6 +209,7 @@ def test_scheduler_as_a_static_pod(env: Env) -> None:
 
     logs = kubectl("logs", "-n", "kube-system", name).stdout
     assert "successfully acquired lease kube-system/kube-scheduler" in logs, logs
+    assert "forbidden" not in logs.lower(), logs  # scheduler.conf is system:kube-scheduler, as kubeadm's
     assert len(kubectl("logs", "-n", "kube-system", name, "--tail=1").stdout.splitlines()) == 1
     stamped = kubectl("logs", "-n", "kube-system", name, "--tail=1", "--timestamps").stdout
     assert stamped[:4].isdigit() and stamped[10] == "T" and stamped.split(" ", 1)[0].endswith("Z")
