@@ -163,7 +163,7 @@ class ProcessKubelets:
         w = self._workers.get((meta.get("namespace", ""), meta.get("name", "")))
         if w is None:
             return False
-        c = w.containers.get(container)
+        c = w.containers.get(container) or w.init_containers.get(container)
         return c is not None and c.proc is not None and c.proc.returncode is None
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -341,9 +341,10 @@ class ProcessKubelets:
 class ContainerRun:
     """One container of a pod: its process, its restarts, its probes and the status it reports."""
 
-    def __init__(self, worker: PodWorker, spec: Obj) -> None:
+    def __init__(self, worker: PodWorker, spec: Obj, *, init: bool = False) -> None:
         self.worker = worker
         self.spec = spec
+        self.init = init  # an init container: runs to completion before the others
         self.name = str(spec.get("name"))
         self.proc: asyncio.subprocess.Process | None = None
         self.restart_count = 0
@@ -374,11 +375,20 @@ class ContainerRun:
         }
         if self.container_id:
             out["containerID"] = self.container_id
+        if self.init:
+            out["ready"] = self.succeeded
+            out["started"] = "running" in self.state
         return out
+
+    @property
+    def succeeded(self) -> bool:
+        return bool(self.state.get("terminated", {}).get("exitCode") == 0)
 
     async def run(self) -> None:
         w = self.worker
         policy = str((w.pod.get("spec") or {}).get("restartPolicy") or "Always")
+        if self.init and policy == "Always":
+            policy = "OnFailure"  # as upstream: an init container that succeeded is done
         backoff = w.kubelet.backoff
         first = True
         while not self._stop.is_set():
@@ -615,6 +625,12 @@ class PodWorker:
         self.containers = {
             str(c.get("name")): ContainerRun(self, c) for c in self.pod["spec"].get("containers") or []
         }
+        self.init_containers = {
+            str(c.get("name")): ContainerRun(self, c, init=True)
+            for c in self.pod["spec"].get("initContainers") or []
+        }
+        self.initialized = not self.init_containers
+        self.init_failed = False
         self.mounts: dict[str, list[Obj]] = {}
         self.start_time = now_rfc3339()
         self.volumes_ready = False
@@ -641,6 +657,14 @@ class PodWorker:
             if self._prepare_volumes():
                 break
             await asyncio.sleep(VOLUME_RETRY_SECONDS)
+        for ic in self.init_containers.values():  # one after the other, each to completion
+            ic.task = asyncio.get_running_loop().create_task(ic.run())
+            await ic.task
+            if not ic.succeeded:
+                self.init_failed = True  # restartPolicy Never: the pod fails
+                self.publish()
+                return
+        self.initialized = True
         for c in self.containers.values():
             c.task = asyncio.get_running_loop().create_task(c.run())
         loop = asyncio.get_running_loop()
@@ -660,7 +684,8 @@ class PodWorker:
         try:
             prepared = volumes.prepare(self.pod, self.uid, ctx)
             self.mounts = {
-                name: volumes.container_mounts(c.spec, prepared.paths) for name, c in self.containers.items()
+                name: volumes.container_mounts(c.spec, prepared.paths)
+                for name, c in (*self.init_containers.items(), *self.containers.items())
             }
         except (volumes.VolumeError, OSError) as e:
             if not self.volumes_ready:
@@ -718,8 +743,9 @@ class PodWorker:
         return pod
 
     async def stop(self, grace: float) -> None:
-        await asyncio.gather(*(c.kill(grace) for c in self.containers.values()))
-        tasks = [c.task for c in self.containers.values() if c.task is not None]
+        runs = [*self.init_containers.values(), *self.containers.values()]
+        await asyncio.gather(*(c.kill(grace) for c in runs))
+        tasks = [c.task for c in runs if c.task is not None]
         if self._task is not None:
             self._task.cancel()
             tasks.append(self._task)
@@ -754,7 +780,11 @@ class PodWorker:
         ready = bool(statuses) and all(s["ready"] for s in statuses)
         terminated = [c for c in self.containers.values() if "terminated" in c.state]
         done = all(c.task is not None and c.task.done() for c in self.containers.values())
-        if done and len(terminated) == len(self.containers) and policy != "Always":
+        if self.init_failed:
+            phase = "Failed"
+        elif not self.initialized:
+            phase = "Pending"
+        elif done and len(terminated) == len(self.containers) and policy != "Always":
             failed = any(c.state["terminated"]["exitCode"] != 0 for c in terminated)
             phase = "Failed" if failed else "Succeeded"
         elif any(
@@ -766,7 +796,7 @@ class PodWorker:
         prev_conds = {c.get("type"): c for c in prev.get("conditions") or []}
         wanted = {
             "PodReadyToStartContainers": self.volumes_ready,
-            "Initialized": True,
+            "Initialized": self.initialized,
             "Ready": ready,
             "ContainersReady": ready,
             "PodScheduled": True,
@@ -807,6 +837,11 @@ class PodWorker:
             "startTime": self.start_time,
             "qosClass": prev.get("qosClass") or "BestEffort",
             "containerStatuses": statuses,
+            **(
+                {"initContainerStatuses": [c.status() for c in self.init_containers.values()]}
+                if self.init_containers
+                else {}
+            ),
         }
 
     def _write_status(self) -> None:

@@ -289,3 +289,43 @@ async def test_without_mount_namespaces_unmounted_volumes_are_reported_not_prete
     (ev,) = [st.obj for st in items if st.obj["reason"] == "VolumesNotMounted"]
     assert ev["type"] == "Warning" and "/etc/kubesched-test-volume" in ev["message"]
     assert not Path("/etc/kubesched-test-volume").exists()
+
+
+async def test_init_containers_run_first_and_a_failed_one_fails_a_never_pod(cluster: LocalCluster) -> None:
+    init = """  initContainers:
+  - name: prepare
+    image: kubesched
+    command: [sh, -c, "echo preparing; sleep 0.3"]
+"""
+    drop(
+        cluster,
+        "withinit.yaml",
+        pod_manifest("withinit", "exec sleep 60").replace("  containers:\n", init + "  containers:\n"),
+    )
+    name = "withinit-control-plane-0"
+    pod = await wait_for(
+        lambda: (
+            (p := get_pod(cluster, name))
+            and p["status"].get("phase") == "Running"
+            and cstatus(cluster, name).get("state", {}).get("running")
+            and p
+        )
+    )
+    (ist,) = pod["status"]["initContainerStatuses"]
+    assert ist["name"] == "prepare" and ist["state"]["terminated"]["exitCode"] == 0 and ist["ready"] is True
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Initialized"] == "True"
+    failing = init.replace("sleep 0.3", "exit 2")
+    drop(
+        cluster,
+        "badinit.yaml",
+        pod_manifest("badinit", "exec sleep 60", policy="Never").replace(
+            "  containers:\n", failing + "  containers:\n"
+        ),
+    )
+    pod = await wait_for(
+        lambda: (
+            (p := get_pod(cluster, "badinit-control-plane-0")) and p["status"].get("phase") == "Failed" and p
+        )
+    )
+    assert pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 2
+    assert "running" not in pod["status"]["containerStatuses"][0]["state"]
