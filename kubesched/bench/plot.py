@@ -244,16 +244,20 @@ def loadaware_figure(
     data = loadaware_data(results)
     plt = pyplot()
     fig, (ax, bx) = plt.subplots(
-        1, 2, figsize=(13, 4.8), layout="constrained", gridspec_kw={"width_ratios": [3, 1]}
+        1, 2, figsize=(13, 5.6), layout="constrained", gridspec_kw={"width_ratios": [3, 1]}
     )
     x = list(range(len(data.nodes)))
     colors = ["#d62728" if k == "overloaded" else "#ff7f0e" if k == "hot" else "#9e9e9e" for k in data.kinds]
     ax.bar(x, [100 * v for v in data.before], color=colors, alpha=0.45, width=0.8)
     markers = "os^Dv<>p"
+    palette = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf"]  # not the bars' colours
+    k = len(data.after)
     for i, (label, usage) in enumerate(data.after.items()):
+        shift = (i - (k - 1) / 2) * 0.12  # side by side, so variants that agree stay visible
         ax.plot(
-            x,
+            [v + shift for v in x],
             [100 * v for v in usage],
+            color=palette[i % len(palette)],
             marker=markers[i % len(markers)],
             linestyle="-" if i == 0 else "--",
             linewidth=1.2,
@@ -262,8 +266,14 @@ def loadaware_figure(
             f"> {100 * limit:.0f} %",
         )
     ax.axhline(100 * limit, color="black", linestyle=":", linewidth=1.2)
-    ax.annotate(f"crane's limit {100 * limit:.0f} %", (len(x) - 0.5, 100 * limit), xytext=(0, 4),
-                textcoords="offset points", ha="right", fontsize="small")  # fmt: skip
+    ax.annotate(
+        f"crane's limit {100 * limit:.0f} %",
+        (len(x) - 0.5, 100 * limit),
+        xytext=(0, 4),
+        textcoords="offset points",
+        ha="right",
+        fontsize="small",
+    )
     # Legend entries for the bars: what the colours of the "before" usage mean.
     from matplotlib.patches import Patch
 
@@ -273,22 +283,23 @@ def loadaware_figure(
         Patch(color="#ff7f0e", alpha=0.45, label="before: hot node"),
         Patch(color="#9e9e9e", alpha=0.45, label="before: cold node"),
     ]
-    ax.legend(handles=handles, loc="upper right", fontsize="small")
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize="small")
     ax.set_xticks(x, [str(i + 1) for i in x], fontsize="small")
     ax.set_xlabel("node (sorted by CPU usage before the new pods)")
     ax.set_ylabel("node CPU usage, cpu_usage_active (%)")
-    ax.set_ylim(0, 100)
+    ax.set_ylim(0, 105)  # a saturated node reads 100 %
     ax.grid(axis="y", alpha=0.3)
     ax.set_title("CPU usage per node after the new pods, per profile", fontsize="medium")
 
     labels = list(data.after)
     hot = [data.pods_hot[v] for v in labels]
     cold = [data.pods_cold[v] for v in labels]
-    bx.bar(labels, cold, color="#9e9e9e", label="on cold nodes")
-    bx.bar(labels, hot, bottom=cold, color="#ff7f0e", label="on hot nodes")
+    short = [v.replace("+ Dynamic (weight ", "Dynamic\nweight ").rstrip(")") for v in labels]
+    bx.bar(short, cold, color="#9e9e9e", label="on cold nodes")
+    bx.bar(short, hot, bottom=cold, color="#ff7f0e", label="on hot nodes")
     bx.set_ylabel("new pods")
-    bx.tick_params(axis="x", labelrotation=30, labelsize="small")
-    bx.legend(fontsize="small", loc="lower right")
+    bx.tick_params(axis="x", labelsize="small")
+    bx.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     bx.set_title("where the new pods went", fontsize="medium")
     fig.suptitle(
         f"default vs load-aware: {workload.nodes} nodes ({workload.hot_nodes} hot), "
