@@ -46,10 +46,6 @@ class ClusterProcess:
 
 
 def start_cluster(data_dir: Path, *extra: str, timeout: float = 60.0) -> ClusterProcess:
-    """``cluster up`` with ``extra`` flags. Without ``--control-plane-nodes`` in them: none, so the tests about
-    worker scheduling see exactly the ``--nodes`` they asked for (``cluster up`` itself adds one by default)."""
-    if not any(f.startswith("--control-plane-nodes") for f in extra):
-        extra = (*extra, "--control-plane-nodes", "0")
     proc, url, kubeconfig, lines = start_cluster_process(data_dir, *extra, timeout=timeout)
     return ClusterProcess(proc, url, kubeconfig, data_dir, lines)
 

@@ -10,15 +10,33 @@ from pathlib import Path
 
 
 def start_cluster_process(
-    data_dir: Path, *extra: str, timeout: float = 60.0, keep_lines: int | None = None
+    data_dir: Path,
+    *extra: str,
+    timeout: float = 60.0,
+    keep_lines: int | None = None,
+    control_plane_nodes: int = 0,
 ) -> tuple[subprocess.Popen[str], str, Path, list[str]]:
     """Start the cluster on a free port; return (process, server URL, kubeconfig path, output lines).
 
     The output keeps being read in a thread so a full pipe never blocks the server; ``keep_lines`` bounds how many
-    of its lines are kept.
+    of its lines are kept. Unlike ``cluster up``'s default, no control-plane node unless ``control_plane_nodes``
+    (or ``--control-plane-nodes`` in ``extra``) asks for some: benchmarks and tests about worker scheduling see
+    exactly the nodes they create (a tainted node would still count as a topology-spread domain).
     """
-    cmd = [sys.executable, "-m", "kubesched.cli", "cluster", "up", "--port", "0", "--data-dir", str(data_dir),
-           *extra]
+    if not any(f.startswith("--control-plane-nodes") for f in extra):
+        extra = (*extra, "--control-plane-nodes", str(control_plane_nodes))
+    cmd = [
+        sys.executable,
+        "-m",
+        "kubesched.cli",
+        "cluster",
+        "up",
+        "--port",
+        "0",
+        "--data-dir",
+        str(data_dir),
+        *extra,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     url, kubeconfig, lines = "", "", []
     deadline = time.monotonic() + timeout
@@ -36,7 +54,7 @@ def start_cluster_process(
             break
     if not url or not kubeconfig:
         proc.kill()
-        raise RuntimeError("the local cluster did not start:\n" + "\n".join(lines[-(keep_lines or 200):]))
+        raise RuntimeError("the local cluster did not start:\n" + "\n".join(lines[-(keep_lines or 200) :]))
 
     def drain() -> None:
         assert proc.stdout is not None

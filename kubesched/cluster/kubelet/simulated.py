@@ -126,6 +126,9 @@ def control_plane_node_object(index: int, name: str, shape: NodeShape, ip: str, 
         **{CONTROL_PLANE_ROLE: "", "node.kubernetes.io/exclude-from-external-load-balancers": ""},
     )
     meta["labels"]["node.kubernetes.io/instance-type"] = "kubesched-process"
+    # No zone or region (as kind's and kubeadm's nodes without a cloud provider): a node that takes no
+    # workload must not become a zone in topology spreading.
+    del meta["labels"]["topology.kubernetes.io/zone"], meta["labels"]["topology.kubernetes.io/region"]
     meta["annotations"] = {"kubesched.io/node-root": root, "node.alpha.kubernetes.io/ttl": "0"}
     node["spec"] = dict(node["spec"], taints=[{"key": CONTROL_PLANE_ROLE, "effect": "NoSchedule"}])
     node["spec"]["podCIDR"] = node["spec"]["podCIDRs"][0] = f"10.244.{index}.0/24"
