@@ -329,3 +329,23 @@ async def test_init_containers_run_first_and_a_failed_one_fails_a_never_pod(clus
     )
     assert pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 2
     assert "running" not in pod["status"]["containerStatuses"][0]["state"]
+
+
+async def test_a_deleted_mirror_pod_comes_back_and_the_process_keeps_running(cluster: LocalCluster) -> None:
+    drop(cluster, "keep.yaml", pod_manifest("keep", "exec sleep 60"))
+    name = "keep-control-plane-0"
+    st = await wait_for(
+        lambda: cstatus(cluster, name).get("state", {}).get("running") and cstatus(cluster, name)
+    )
+    first = get_pod(cluster, name)
+    assert first is not None
+    cluster.api.delete(cluster.api.rtype("", "v1", "pods"), "default", name, {})
+    again = await wait_for(
+        lambda: (p := get_pod(cluster, name)) and p["metadata"]["uid"] != first["metadata"]["uid"] and p
+    )
+    assert (
+        again["metadata"]["annotations"]["kubernetes.io/config.mirror"]
+        == first["metadata"]["annotations"]["kubernetes.io/config.mirror"]
+    )
+    await wait_for(lambda: cstatus(cluster, name).get("containerID") == st["containerID"])
+    assert _alive(int(st["containerID"].rsplit("/", 1)[1]))
