@@ -82,10 +82,13 @@ def parse_line(raw: bytes) -> tuple[bytes, bytes]:
     return b"", raw.rstrip(b"\n")
 
 
-def render(lines: list[bytes], *, timestamps: bool) -> bytes:
+def render(lines: list[bytes], *, timestamps: bool, since: bytes | None = None) -> bytes:
+    """The lines as ``kubectl logs`` prints them; ``since`` (a timestamp as ``_timestamp`` writes) drops older."""
     out = []
     for raw in lines:
         ts, text = parse_line(raw)
+        if since is not None and ts and ts < since:
+            continue
         out.append((ts + b" " + text if timestamps and ts else text) + b"\n")
     return b"".join(out)
 
@@ -145,6 +148,7 @@ class PodLogs:
         timestamps = q.get("timestamps", "").lower() in ("true", "1")
         tail = _int_param(q.get("tailLines"), "tailLines")
         limit = _int_param(q.get("limitBytes"), "limitBytes")
+        since = _since(q.get("sinceSeconds"), q.get("sinceTime"))
         node = str(spec.get("nodeName") or "")
         root = self.node_root(node) if node else None
         files: list[Path] = []
@@ -163,7 +167,7 @@ class PodLogs:
             body = b""
             if path is not None:
                 lines, _ = read_lines(path, tail)
-                body = render(lines, timestamps=timestamps)
+                body = render(lines, timestamps=timestamps, since=since)
             if limit is not None:
                 body = body[:limit]
             resp.content_length = len(body)
@@ -182,7 +186,7 @@ class PodLogs:
                     chunk, offset = _read_from(path, offset, tail if first else None)
                     first = False
                     if chunk:
-                        body = render(chunk, timestamps=timestamps)
+                        body = render(chunk, timestamps=timestamps, since=since)
                         if limit is not None:
                             body = body[: max(0, limit - sent)]
                         if body:
@@ -194,7 +198,7 @@ class PodLogs:
                     if path is not None:  # what the container wrote while it stopped
                         chunk, offset = _read_from(path, offset, None)
                         if chunk:
-                            await resp.write(render(chunk, timestamps=timestamps))
+                            await resp.write(render(chunk, timestamps=timestamps, since=since))
                     break
                 await asyncio.sleep(FOLLOW_POLL_SECONDS)
                 if path is None and root is not None:
@@ -217,6 +221,22 @@ def _read_from(path: Path, offset: int, tail: int | None) -> tuple[list[bytes], 
         return [], offset
     end = data.rfind(b"\n") + 1
     return data[:end].splitlines(keepends=True), offset + end
+
+
+def _since(seconds: str | None, time_text: str | None) -> bytes | None:
+    """``sinceSeconds``/``sinceTime`` as a log timestamp prefix (same fixed width, so bytes compare in time order)."""
+    when: dt.datetime | None = None
+    n = _int_param(seconds, "sinceSeconds")
+    if n is not None:
+        when = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=n)
+    elif time_text:
+        try:
+            when = dt.datetime.fromisoformat(time_text.replace("Z", "+00:00")).astimezone(dt.UTC)
+        except ValueError:
+            raise errors.bad_request(f"sinceTime: invalid value {time_text!r}") from None
+    if when is None:
+        return None
+    return (when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond:06d}000Z").encode()
 
 
 def _int_param(value: str | None, name: str) -> int | None:

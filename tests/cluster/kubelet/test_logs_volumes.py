@@ -154,3 +154,12 @@ def test_missing_sources_are_volume_errors(tmp_path: Path) -> None:
     assert volumes.with_default_service_account_volume(p, static=True) is p
     p2 = {"metadata": {}, "spec": {"automountServiceAccountToken": False, "containers": [{"name": "c"}]}}
     assert volumes.with_default_service_account_volume(p2, static=False) is p2
+
+
+def test_since_drops_older_lines() -> None:
+    lines = [b"2026-12-03T10:00:00.100000000Z stdout F old\n", b"2026-12-03T10:00:01.000000000Z stdout F new\n"]
+    since = logs._since(None, "2026-12-03T10:00:00.5Z")
+    assert since == b"2026-12-03T10:00:00.500000000Z"
+    assert logs.render(lines, timestamps=False, since=since) == b"new\n"
+    assert logs.render(lines, timestamps=False, since=logs._since("3600", None)) == b""
+    assert logs._since(None, None) is None
