@@ -126,7 +126,7 @@ def _throughput_panel(ax: Any, s: RunSeries) -> None:
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="best", fontsize="small")
     ax.set_title("throughput over time", fontsize="medium")
 
 
@@ -151,7 +151,7 @@ def _latency_panel(ax: Any, s: RunSeries) -> None:
     ax.set_ylim(0, 100)
     ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="best", fontsize="small")
     ax.set_title("per-pod latency (CDF)", fontsize="medium")
 
 
