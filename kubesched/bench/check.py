@@ -32,16 +32,29 @@ Obj = dict[str, Any]
 
 MAX_PROBLEMS = 20
 _SUFFIXES = {
-    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
-    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
-    "P": Fraction(10**15), "E": Fraction(10**18),
-    "Ki": Fraction(2**10), "Mi": Fraction(2**20), "Gi": Fraction(2**30), "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50), "Ei": Fraction(2**60),
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+    "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50),
+    "Ei": Fraction(2**60),
 }
 CHECKED_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
 
-_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+_QUANTITY = re.compile(
+    r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+)
 
 
 def parse_quantity(value: str | int | float) -> Fraction:
@@ -121,8 +134,9 @@ def node_matches(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     for k, v in (spec.get("nodeSelector") or {}).items():
         if labels.get(k) != v:
             return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
     if not required:
         return True
     fields = {"metadata.name": meta.get("name") or ""}
@@ -313,7 +327,9 @@ class PlacementChecker:
             self_match = 1 if selector_matches(selector, b.labels) else 0
             skew = counts.get(domain, 0) + self_match - low
             if skew > int(c.get("maxSkew") or 1):
-                self.problem(f"{b.key} on {b.node}: skew {skew} over {tkey} exceeds maxSkew {c.get('maxSkew')}")
+                self.problem(
+                    f"{b.key} on {b.node}: skew {skew} over {tkey} exceeds maxSkew {c.get('maxSkew')}"
+                )
 
     def _spread_counter(self, namespace: str, selector: Any, tkey: str) -> Counter[str]:
         ck = (namespace, _canonical(selector), tkey)
@@ -374,7 +390,9 @@ class PlacementChecker:
         for term in self._terms(b, "podAntiAffinity"):
             domain = self._domain(b.node, term.topology_key)
             if domain is not None and self._term_counter(term).get(domain, 0) > 0:
-                self.problem(f"{b.key} on {b.node}: required pod anti-affinity ({term.topology_key}) violated")
+                self.problem(
+                    f"{b.key} on {b.node}: required pod anti-affinity ({term.topology_key}) violated"
+                )
         for term, owners in self._anti_owners.items():
             domain = self._domain(b.node, term.topology_key)
             if domain is not None and owners.get(domain, 0) > 0 and term.matches(b):

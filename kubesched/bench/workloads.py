@@ -26,8 +26,14 @@ NODE_MEMORY = "32Gi"
 NODE_PODS = 110
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
 # Load annotations the Dynamic plugin reads (crane's metric names), written as "<value>,<timestamp>".
-LOAD_ANNOTATIONS = ("cpu_usage_avg_5m", "cpu_usage_max_avg_1h", "cpu_usage_max_avg_1d",
-                    "mem_usage_avg_5m", "mem_usage_max_avg_1h", "mem_usage_max_avg_1d")
+LOAD_ANNOTATIONS = (
+    "cpu_usage_avg_5m",
+    "cpu_usage_max_avg_1h",
+    "cpu_usage_max_avg_1d",
+    "mem_usage_avg_5m",
+    "mem_usage_max_avg_1h",
+    "mem_usage_max_avg_1d",
+)
 DYNAMIC_PLUGIN = "Dynamic"
 # Unschedulable: a pod that fits nowhere (9 CPU on 4-CPU nodes) arrives every this many seconds.
 CHURN_INTERVAL = 0.2
@@ -37,11 +43,16 @@ def node_name(index: int) -> str:
     return f"bench-node-{index:05d}"
 
 
-def make_node(index: int, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> Obj:
+def make_node(
+    index: int, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None
+) -> Obj:
     """upstream ``node-default.yaml``: capacity (and allocatable) 4 CPU, 32Gi, 110 pods; Ready."""
     name = node_name(index)
     capacity = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": str(NODE_PODS)}
-    meta: Obj = {"name": name, "labels": {HOSTNAME_LABEL: name, "kubernetes.io/os": "linux", **(labels or {})}}
+    meta: Obj = {
+        "name": name,
+        "labels": {HOSTNAME_LABEL: name, "kubernetes.io/os": "linux", **(labels or {})},
+    }
     if annotations:
         meta["annotations"] = dict(annotations)
     return {
@@ -103,18 +114,22 @@ def default_pod(name: str, namespace: str) -> Obj:
 def node_affinity_pod(name: str, namespace: str) -> Obj:
     """``pod-with-node-affinity.yaml``: zone In [zone1, zone2]."""
     term = {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone1", "zone2"]}]}
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    affinity = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
     return make_pod(name, namespace, affinity=affinity)
 
 
 def topology_spreading_pod(name: str, namespace: str) -> Obj:
     """``pod-with-topology-spreading.yaml``: maxSkew 5 over zones, DoNotSchedule, selecting color=blue."""
-    spread = [{
-        "maxSkew": 5,
-        "topologyKey": ZONE_LABEL,
-        "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": {"color": "blue"}},
-    }]
+    spread = [
+        {
+            "maxSkew": 5,
+            "topologyKey": ZONE_LABEL,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"color": "blue"}},
+        }
+    ]
     return make_pod(name, namespace, labels={"color": "blue"}, spread=spread)
 
 
@@ -195,7 +210,9 @@ class Workload:
     # When set, the default number of initial pods follows the node count (Preemption fills every node).
     init_pods_per_node: int | None = None
 
-    def sized(self, nodes: int | None = None, init_pods: int | None = None, pods: int | None = None) -> Workload:
+    def sized(
+        self, nodes: int | None = None, init_pods: int | None = None, pods: int | None = None
+    ) -> Workload:
         """The workload at another size; unset sizes keep the defaults (scaled with ``nodes`` where needed)."""
         n = self.nodes if nodes is None else nodes
         if init_pods is None:
@@ -232,36 +249,73 @@ WORKLOADS: dict[str, Workload] = {
     for w in (
         Workload("SchedulingBasic", 5000, 1000, 10000, "default pods (100m/500Mi)"),
         Workload(
-            "SchedulingNodeAffinity", 5000, 5000, 10000, "required node affinity zone In [zone1, zone2]",
-            init_pod=node_affinity_pod, measured_pod=node_affinity_pod, node_labels=_zone1,
+            "SchedulingNodeAffinity",
+            5000,
+            5000,
+            10000,
+            "required node affinity zone In [zone1, zone2]",
+            init_pod=node_affinity_pod,
+            measured_pod=node_affinity_pod,
+            node_labels=_zone1,
         ),
         Workload(
-            "TopologySpreading", 5000, 5000, 5000, "zone spread maxSkew 5 (DoNotSchedule) over 3 zones",
-            measured_pod=topology_spreading_pod, node_labels=_moon_zones,
+            "TopologySpreading",
+            5000,
+            5000,
+            5000,
+            "zone spread maxSkew 5 (DoNotSchedule) over 3 zones",
+            measured_pod=topology_spreading_pod,
+            node_labels=_moon_zones,
         ),
         Workload(
-            "SchedulingPodAntiAffinity", 5000, 1000, 2000, "required pod anti-affinity per hostname",
-            init_pod=pod_anti_affinity_pod, measured_pod=pod_anti_affinity_pod,
-            init_namespace="sched-0", measured_namespace="sched-1",
+            "SchedulingPodAntiAffinity",
+            5000,
+            1000,
+            2000,
+            "required pod anti-affinity per hostname",
+            init_pod=pod_anti_affinity_pod,
+            measured_pod=pod_anti_affinity_pod,
+            init_namespace="sched-0",
+            measured_namespace="sched-1",
         ),
         Workload(
-            "SchedulingPodAffinity", 5000, 5000, 5000, "required pod affinity per zone",
-            init_pod=pod_affinity_pod, measured_pod=pod_affinity_pod, node_labels=_zone1,
-            init_namespace="sched-0", measured_namespace="sched-1",
+            "SchedulingPodAffinity",
+            5000,
+            5000,
+            5000,
+            "required pod affinity per zone",
+            init_pod=pod_affinity_pod,
+            measured_pod=pod_affinity_pod,
+            node_labels=_zone1,
+            init_namespace="sched-0",
+            measured_namespace="sched-1",
         ),
         Workload(
-            "Preemption", 5000, 20000, 5000,
+            "Preemption",
+            5000,
+            20000,
+            5000,
             "nodes full of low-priority 900m pods; high-priority 3-CPU pods preempt three each",
-            init_pod=low_priority_pod, measured_pod=high_priority_pod, init_pods_per_node=4,
+            init_pod=low_priority_pod,
+            measured_pod=high_priority_pod,
+            init_pods_per_node=4,
         ),
         Workload(
-            "Unschedulable", 5000, 100, 10000,
+            "Unschedulable",
+            5000,
+            100,
+            10000,
             "default pods, with a 9-CPU high-priority pod that fits nowhere arriving every 200 ms",
             unschedulable_churn=True,
         ),
         Workload(
-            "LoadAware", 5000, 1000, 10000, "SchedulingBasic with the Dynamic plugin reading node load annotations",
-            needs_plugin=DYNAMIC_PLUGIN, load_annotations=True,
+            "LoadAware",
+            5000,
+            1000,
+            10000,
+            "SchedulingBasic with the Dynamic plugin reading node load annotations",
+            needs_plugin=DYNAMIC_PLUGIN,
+            load_annotations=True,
         ),
     )
 }
@@ -284,6 +338,8 @@ def load_annotations(now: float) -> Callable[[int], dict[str, str]]:
 
     def annotate(index: int) -> dict[str, str]:
         base = (index * 37 % 100) / 100.0
-        return {key: format_annotation(base * (0.1 + j / 10), now, zone) for j, key in enumerate(LOAD_ANNOTATIONS)}
+        return {
+            key: format_annotation(base * (0.1 + j / 10), now, zone) for j, key in enumerate(LOAD_ANNOTATIONS)
+        }
 
     return annotate
