@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubesched.plots import pyplot, save
+from kubesched.plots import PlotError, check_path, pyplot, save
 from kubesched.scheduler.podinfo import TERMINAL_PHASES, compute_requests
 from kubesched.scheduler.resources import CPU, MEMORY, ResourceIndex, resource_amount
 
@@ -199,4 +199,35 @@ def write_plot(
     return utilisation_figure(utilisation(objects, placements), path)
 
 
-__all__ = ["BARS_UP_TO", "Utilisation", "utilisation", "utilisation_figure", "write_plot"]
+# What ``simulate.run`` calls: None when fine, else the one-line problem (so the command stays a few lines).
+
+
+def plot_path_problem(path: str) -> str | None:
+    """Checked before simulating: a known format, a writable directory, matplotlib installed."""
+    try:
+        check_path(path)
+    except PlotError as e:
+        return str(e)
+    return None
+
+
+def plot_problem(
+    objects: Iterable[Mapping[str, Any]], placements: Iterable[Placement], path: str
+) -> str | None:
+    """Draw the figure; the problem if it could not be written."""
+    try:
+        write_plot(objects, placements, path)
+    except PlotError as e:
+        return str(e)
+    return None
+
+
+__all__ = [
+    "BARS_UP_TO",
+    "Utilisation",
+    "plot_path_problem",
+    "plot_problem",
+    "utilisation",
+    "utilisation_figure",
+    "write_plot",
+]
