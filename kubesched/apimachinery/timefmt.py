@@ -6,10 +6,11 @@ almost all within the same second: the formatted whole second is remembered and 
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import UTC, datetime
 
-__all__ = ["format_micro_time_ns", "format_rfc3339", "now_micro", "now_rfc3339"]
+__all__ = ["format_micro_time", "format_micro_time_ns", "format_rfc3339", "now_micro", "now_rfc3339"]
 
 # [second, "%Y-%m-%dT%H:%M:%S", the same with "Z"]: one shared slot, as consecutive stamps share the second.
 _last_second: list[int | str] = [-1, "", ""]
@@ -41,6 +42,14 @@ def format_micro_time_ns(ns: int) -> str:
     """
     seconds, rest = divmod(ns, 1_000_000_000)
     return f"{_second_text(seconds)}.{rest // 1000:06d}Z"
+
+
+def format_micro_time(seconds: float) -> str:
+    """``metav1.MicroTime`` of a time in float seconds, rounded to the microsecond as ``datetime`` does: the
+    fraction alone is scaled (scaling the whole value would add the float's error to the last digit)."""
+    fraction, whole = math.modf(seconds)
+    micros = round(fraction * 1_000_000)
+    return format_micro_time_ns(int(whole) * 1_000_000_000 + micros * 1000)
 
 
 def now_rfc3339() -> str:

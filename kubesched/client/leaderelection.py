@@ -20,9 +20,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from kubesched.apimachinery.timefmt import format_micro_time
 from kubesched.client.rest import ApiError
 
 log = logging.getLogger(__name__)
@@ -48,11 +48,6 @@ class LeaseClient(Protocol):
 def default_identity() -> str:
     """``<hostname>_<uuid4>``, as kube-scheduler and kube-controller-manager use."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
-
-
-def format_micro_time(seconds: float) -> str:
-    """metav1.MicroTime: RFC 3339 in UTC with exactly six fractional digits."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,13 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubesched.apimachinery.timefmt import format_micro_time_ns, format_rfc3339, now_micro, now_rfc3339
+from kubesched.apimachinery.timefmt import (
+    format_micro_time,
+    format_micro_time_ns,
+    format_rfc3339,
+    now_micro,
+    now_rfc3339,
+)
 
 NS = st.integers(0, 4_102_444_800 * 10**9)  # up to 2100
 
@@ -29,6 +35,12 @@ def test_rfc3339_drops_the_fraction(times: list[float]) -> None:
         # Interleaving with micro-time formatting of another second must not confuse the shared cache.
         format_micro_time_ns(int(t + 7) * 10**9)
         assert format_rfc3339(t) == want
+
+
+@given(st.lists(st.floats(min_value=0, max_value=4_000_000_000, allow_nan=False), max_size=20))
+def test_micro_time_of_float_seconds_matches_datetime(times: list[float]) -> None:
+    for t in times:
+        assert format_micro_time(t) == datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), t
 
 
 def test_now() -> None:

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from kubesched.apimachinery.timefmt import format_micro_time
 from kubesched.client import ApiError, LeaderElector, default_identity
-from kubesched.client.leaderelection import LeaderElectionRecord, format_micro_time
+from kubesched.client.leaderelection import LeaderElectionRecord
 
 EPOCH = 1_780_000_000.0
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
