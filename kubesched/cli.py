@@ -28,6 +28,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "write node load annotations from Prometheus (crane-scheduler-controller's job)",
     ),
     "dashboard": ("kubesched.dashboard.cli", "a read-only web page: the cluster live, placements explained"),
+    "takeover": ("kubesched.ops.takeover", "take the default scheduler's Lease for kubesched, safely"),
+    "doctor": ("kubesched.ops.doctor", "explain a cluster's scheduling health on one screen"),
+    "chaos": ("kubesched.ops.chaos", "delete pods and the leader for a while; check scheduling keeps up"),
 }
 # Subcommands that build schedulers: their ``run(args, catalogue)`` gets the application's plugin catalogue,
 # assembled here, at the edge, once (``kubesched.catalogue``).
