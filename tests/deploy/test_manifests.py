@@ -215,6 +215,11 @@ def test_static_pod(rendered: dict[str, list[dict[str, Any]]]) -> None:
     assert (le["resourceNamespace"], le["resourceName"]) == ("kube-system", "kube-scheduler")
     for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert c[kind]["httpGet"]["host"] == flag(c["args"], "bind-address")
+    # A static pod beside the takeover replicas (both in kube-system) is not selected by their anti-affinity,
+    # PodDisruptionBudget or metrics Service: otherwise its node would be closed to a replica.
+    selector = one(rendered["takeover"], "PodDisruptionBudget")["spec"]["selector"]["matchLabels"]
+    labels = pod["metadata"]["labels"]
+    assert not all(labels.get(k) == v for k, v in selector.items())
 
 
 def _load(text: str, tmp_path: Path) -> Any:
