@@ -187,6 +187,9 @@ ON_CONTROL_PLANE = {
 def local_overlay(tmp_path: Path, mode: str, port: int, control_plane: bool) -> Path:
     folder = tmp_path / f"local-{mode}"
     folder.mkdir()
+    (deployment,) = [d for d in render(mode) if d["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[3].startswith("--secure-port="), args  # what the patch below replaces
     ops = [
         {
             "op": "replace",
