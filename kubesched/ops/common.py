@@ -497,8 +497,19 @@ async def identity_owner(
         return by_node[0]
     logs = await asyncio.gather(*(pod_log_head(client, c.namespace, c.pod) for c in candidates if c.pod))
     with_pod = [c for c in candidates if c.pod]
-    hits = [c for c, text in zip(with_pod, logs, strict=True) if identity in text]
+    hits = [c for c, text in zip(with_pod, logs, strict=True) if _names_itself(text, identity)]
     return hits[0] if len(hits) == 1 else None
+
+
+def _names_itself(log: str, identity: str) -> bool:
+    """The log shows ``identity`` as its own: every replica also logs the leader it sees ("new leader elected:
+    <identity>"), so only a line that is not about another leader counts."""
+    if f"candidate {identity} " in log:
+        return True
+    return any(
+        identity in line and "leader elected" not in line and "new leader" not in line
+        for line in log.splitlines()
+    )
 
 
 def now() -> float:
