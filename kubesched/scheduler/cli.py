@@ -301,10 +301,3 @@ def _configz(config: Any) -> dict[str, Any]:
         }
     except Exception:
         return {}
-
-
-if __name__ == "__main__":  # pragma: no cover
-    # The application's catalogue lives at the edge (kubesched.catalogue); `kubesched scheduler` is the command.
-    from kubesched.cli import main
-
-    sys.exit(main(["scheduler", *sys.argv[1:]]))
