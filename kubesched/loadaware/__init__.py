@@ -1,12 +1,8 @@
 """Load-aware scheduling compatible with crane-scheduler's ``Dynamic`` plugin.
 
-``PLUGIN`` is Dynamic's ``PluginDefinition``; ``kubesched.catalogue.full_catalogue()`` adds it to the in-tree
-plugins, so a configuration may enable it::
-
-    from kubesched.catalogue import full_catalogue
-    catalogue = full_catalogue()
-    config = load_config(path, catalogue=catalogue)
-    Scheduler(config, client, catalogue=catalogue)
+``PLUGIN`` is Dynamic's ``PluginDefinition``. The application's catalogue (``full_catalogue()`` at the edge,
+in ``kubesched/catalogue.py``) adds it to the in-tree plugins and hands the result to the configuration loader
+and the scheduler, so a configuration may enable ``Dynamic`` like any in-tree plugin.
 
 Modules: ``policy`` (crane's DynamicSchedulerPolicy), ``annotations`` (``"<value>,<timestamp>"`` values and
 their freshness), ``args`` (the plugin's args), ``sources`` (load values as slot columns, from annotations or
