@@ -202,7 +202,11 @@ def placement_command(pod: Obj, node: str) -> str:
         "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace") or "default"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
-    return f"echo {shlex.quote(json.dumps(binding, separators=(',', ':')))} | kubectl create -f -"
+    path = f"/api/v1/namespaces/{meta.get('namespace') or 'default'}/pods/{meta.get('name')}/binding"
+    # --raw posts the body as is: no client-side schema download, so it works wherever pods/binding does.
+    return (
+        f"echo {shlex.quote(json.dumps(binding, separators=(',', ':')))} | kubectl create --raw {path} -f -"
+    )
 
 
 def _used_by_node(pods: Sequence[Obj]) -> dict[str, dict[str, Fraction]]:
