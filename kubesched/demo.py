@@ -1,7 +1,11 @@
 """``make demo``: the main job, end to end, on one machine.
 
-1. ``kubesched cluster up`` — a local HTTPS API server with simulated nodes in three zones.
-2. ``kubesched scheduler --leader-elect`` — takes the ``kube-system/kube-scheduler`` Lease, then schedules.
+1. ``kubesched cluster up`` — a local HTTPS API server with simulated nodes in three zones and one control-plane
+   node, ``control-plane-0``, whose kubelet runs pods of the kubesched image as real processes.
+2. ``kubesched scheduler --leader-elect`` as a static pod, as kubeadm runs kube-scheduler: its manifest is written
+   into control-plane-0's manifest folder; the node's kubelet starts it (mirror pod
+   ``kube-system/kube-scheduler-control-plane-0``), it takes the ``kube-system/kube-scheduler`` Lease and schedules;
+   ``kubectl logs`` shows its output.
 3. A workload submitted with the real ``kubectl`` (or the Python client when kubectl is absent).
 4. Where each pod landed, the scheduler's events, and *why* for a few pods: per-plugin scores from the live
    scheduler's decision log (``/debug/decisions`` on its secure port).
@@ -54,31 +58,69 @@ description: Customer-facing services.
 """
 
 
-def _pod(name: str, *, cpu: str, mem: str, labels: dict[str, str], priority: str | None = None,
-         spread: bool = False, zone: str | None = None, image: str = "nginx:1.27") -> str:
+def _pod(
+    name: str,
+    *,
+    cpu: str,
+    mem: str,
+    labels: dict[str, str],
+    priority: str | None = None,
+    spread: bool = False,
+    zone: str | None = None,
+    image: str = "nginx:1.27",
+) -> str:
     spec: dict[str, Any] = {
-        "containers": [{"name": "main", "image": image, "resources": {"requests": {"cpu": cpu, "memory": mem}}}]
+        "containers": [
+            {"name": "main", "image": image, "resources": {"requests": {"cpu": cpu, "memory": mem}}}
+        ]
     }
     if priority:
         spec["priorityClassName"] = priority
     if spread:
-        spec["topologySpreadConstraints"] = [{
-            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": labels["app"]}},
-        }]
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": labels["app"]}},
+            }
+        ]
     if zone:
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}}
-    return json.dumps({"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": name, "namespace": "demo", "labels": labels}, "spec": spec})
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "demo", "labels": labels},
+            "spec": spec,
+        }
+    )
 
 
 def workload_pods() -> list[str]:
-    pods = [_pod(f"web-{i}", cpu="500m", mem="512Mi", labels={"app": "web"}, priority="online-high", spread=True)
-            for i in range(6)]
-    pods += [_pod(f"batch-{i}", cpu="2", mem="4Gi", labels={"app": "batch"}, priority="batch-low") for i in range(4)]
-    pods.append(_pod("db-0", cpu="1", mem="8Gi", labels={"app": "db"}, priority="online-high", zone="local-b"))
+    pods = [
+        _pod(f"web-{i}", cpu="500m", mem="512Mi", labels={"app": "web"}, priority="online-high", spread=True)
+        for i in range(6)
+    ]
+    pods += [
+        _pod(f"batch-{i}", cpu="2", mem="4Gi", labels={"app": "batch"}, priority="batch-low")
+        for i in range(4)
+    ]
+    pods.append(
+        _pod("db-0", cpu="1", mem="8Gi", labels={"app": "db"}, priority="online-high", zone="local-b")
+    )
     pods.append(_pod("huge-0", cpu="64", mem="1Gi", labels={"app": "huge"}))
     return pods
 
@@ -94,9 +136,9 @@ SHORT = {
 }
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
@@ -118,15 +160,17 @@ def load_aware_config(policy: Path) -> dict[str, Any]:
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "leaderElection": {"leaderElect": False},
-        "profiles": [{
-            "schedulerName": LOAD_AWARE,
-            "plugins": {
-                "filter": {"enabled": [{"name": "Dynamic"}]},
-                "score": {"enabled": [{"name": "Dynamic", "weight": 3}]},
-                "postBind": {"enabled": [{"name": "Dynamic"}]},
-            },
-            "pluginConfig": [{"name": "Dynamic", "args": {"policyConfigPath": str(policy)}}],
-        }],
+        "profiles": [
+            {
+                "schedulerName": LOAD_AWARE,
+                "plugins": {
+                    "filter": {"enabled": [{"name": "Dynamic"}]},
+                    "score": {"enabled": [{"name": "Dynamic", "weight": 3}]},
+                    "postBind": {"enabled": [{"name": "Dynamic"}]},
+                },
+                "pluginConfig": [{"name": "Dynamic", "args": {"policyConfigPath": str(policy)}}],
+            }
+        ],
     }
 
 
@@ -136,15 +180,19 @@ class Demo:
         self.procs: list[subprocess.Popen[str]] = []
         self.kubectl = find_kubectl()
         self.kubeconfig = workdir / "admin.kubeconfig"
-        self.sched_port = free_port()
+        self.sched_host = "127.0.1.1"  # control-plane-0's address: the static pod binds its secure port there
+        self.sched_port = free_port(self.sched_host)
         self.load_sched_port = free_port()
         self.prometheus: Any = None  # a PrometheusServer, with the event loop that started it
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def start(self, args: list[str], log: Path, ready: str | None, timeout: float = 60) -> subprocess.Popen[str]:
+    def start(
+        self, args: list[str], log: Path, ready: str | None, timeout: float = 60
+    ) -> subprocess.Popen[str]:
         f = log.open("w")
-        proc = subprocess.Popen([sys.executable, "-m", "kubesched.cli", *args], stdout=f, stderr=subprocess.STDOUT,
-                                text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kubesched.cli", *args], stdout=f, stderr=subprocess.STDOUT, text=True
+        )
         self.procs.append(proc)
         if ready is None:
             return proc
@@ -159,9 +207,20 @@ class Demo:
 
     def k(self, *args: str, input: str | None = None) -> str:
         assert self.kubectl
-        r = subprocess.run([self.kubectl, "--kubeconfig", str(self.kubeconfig), "--cache-dir",
-                            str(self.workdir / "kcache"), *args], input=input, capture_output=True, text=True,
-                           timeout=60)
+        r = subprocess.run(
+            [
+                self.kubectl,
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--cache-dir",
+                str(self.workdir / "kcache"),
+                *args,
+            ],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if r.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)}: {r.stderr.strip()}")
         return r.stdout
@@ -191,7 +250,8 @@ class Demo:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE  # the scheduler's self-signed serving certificate, on loopback
-        url = f"https://127.0.0.1:{port or self.sched_port}/debug/decisions"
+        host = self.sched_host if port is None else "127.0.0.1"
+        url = f"https://{host}:{port or self.sched_port}/debug/decisions"
         try:
             with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
                 return list(json.loads(r.read()).get("decisions", []))
@@ -200,23 +260,44 @@ class Demo:
 
     def run(self) -> None:
         console.rule("[bold]kubesched demo")
-        console.print("1. [bold]kubesched cluster up[/bold] — API server (HTTPS) + 6 simulated nodes in 3 zones")
-        self.start(["cluster", "up", "--port", "0", "--nodes", "6", "--node-cpu", "8", "--node-memory", "32Gi",
-                    "--data-dir", str(self.workdir), "--kubeconfig-out", str(self.kubeconfig),
-                    "--node-metrics-port", "0"],
-                   self.workdir / "cluster.log", "ready")
+        console.print(
+            "1. [bold]kubesched cluster up[/bold] — API server (HTTPS) + 6 simulated nodes in 3 zones "
+            "+ control-plane-0 (runs kubesched pods as processes)"
+        )
+        self.start(
+            [
+                "cluster",
+                "up",
+                "--port",
+                "0",
+                "--nodes",
+                "6",
+                "--node-cpu",
+                "8",
+                "--node-memory",
+                "32Gi",
+                "--data-dir",
+                str(self.workdir),
+                "--kubeconfig-out",
+                str(self.kubeconfig),
+                "--node-metrics-port",
+                "0",
+            ],
+            self.workdir / "cluster.log",
+            "ready",
+        )
         console.print(f"   kubeconfig: {self.kubeconfig}")
-        console.print("2. [bold]kubesched scheduler --leader-elect[/bold] — campaigns for kube-system/kube-scheduler")
-        self.start(["scheduler", "--kubeconfig", str(self.kubeconfig), "--leader-elect=true",
-                    "--secure-port", str(self.sched_port), "--bind-address", "127.0.0.1", "--explain", "-v", "2"],
-                   self.workdir / "scheduler.log", "became leader")
+        self.static_scheduler()
         if self.kubectl:
-            holder = self.k("get", "lease", "-n", "kube-system", "kube-scheduler", "-o",
-                            "jsonpath={.spec.holderIdentity}")
+            holder = self.k(
+                "get", "lease", "-n", "kube-system", "kube-scheduler", "-o", "jsonpath={.spec.holderIdentity}"
+            )
             console.print(f"   lease holder: {holder}")
             console.print(self.k("get", "nodes", "-L", "topology.kubernetes.io/zone"))
-        console.print("3. Submitting the workload "
-                      + ("with [bold]kubectl apply[/bold]" if self.kubectl else "with the Python client"))
+        console.print(
+            "3. Submitting the workload "
+            + ("with [bold]kubectl apply[/bold]" if self.kubectl else "with the Python client")
+        )
         manifests = WORKLOAD + "".join("---\n" + p + "\n" for p in workload_pods())
         if self.kubectl:
             console.print(self.k("apply", "-f", "-", input=manifests))
@@ -225,6 +306,88 @@ class Demo:
         self.wait_scheduled(expected=11)
         self.show()
         self.load_aware()
+
+    def static_scheduler(self) -> None:
+        """Step 2: the scheduler as a static pod on control-plane-0, written as kubeadm writes one."""
+        node_root = self.workdir / "nodes" / "control-plane-0"
+        manifests = node_root / "etc" / "kubernetes" / "manifests"
+        # As root the pod mounts the node's /etc/kubernetes/scheduler.conf at that path (its own mount
+        # namespace); otherwise the kubelet cannot mount volumes, so the command names the file on the host.
+        rooted = os.geteuid() == 0
+        kubeconfig = (
+            "/etc/kubernetes/scheduler.conf" if rooted else str(node_root / "etc/kubernetes/scheduler.conf")
+        )
+        probe = {"host": self.sched_host, "path": "/healthz", "port": self.sched_port, "scheme": "HTTPS"}
+        container: dict[str, Any] = {
+            "name": "kube-scheduler",
+            "image": "kubesched",
+            "command": [
+                "kubesched",
+                "scheduler",
+                f"--kubeconfig={kubeconfig}",
+                "--leader-elect=true",
+                f"--bind-address={self.sched_host}",
+                f"--secure-port={self.sched_port}",
+                "--explain",
+                "-v=2",
+            ],
+            "livenessProbe": {"httpGet": probe, "initialDelaySeconds": 10, "periodSeconds": 10},
+            "readinessProbe": {"httpGet": probe, "periodSeconds": 1},
+        }
+        pod: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "kube-scheduler",
+                "namespace": "kube-system",
+                "labels": {"component": "kube-scheduler", "tier": "control-plane"},
+            },
+            "spec": {
+                "hostNetwork": True,
+                "priorityClassName": "system-node-critical",
+                "containers": [container],
+            },
+        }
+        if rooted:
+            container["volumeMounts"] = [{"name": "kubeconfig", "mountPath": kubeconfig, "readOnly": True}]
+            pod["spec"]["volumes"] = [
+                {"name": "kubeconfig", "hostPath": {"path": kubeconfig, "type": "File"}}
+            ]
+        import yaml
+
+        manifest = manifests / "kube-scheduler.yaml"
+        # Written aside, then renamed into place: the kubelet only ever reads whole files.
+        tmp = manifests / ".kube-scheduler.yaml.tmp"
+        tmp.write_text(yaml.safe_dump(pod, sort_keys=False))
+        os.replace(tmp, manifest)
+        console.print("2. [bold]kubesched scheduler as a static pod[/bold] — manifest written to")
+        console.print(f"   {manifest}")
+        name = "kube-scheduler-control-plane-0"
+        core = self.api()
+        deadline = time.monotonic() + 90
+        log = ""
+        while time.monotonic() < deadline:
+            try:
+                log = core.read_namespaced_pod_log(name, "kube-system")
+            except Exception:
+                log = ""
+            if "became leader" in log:
+                break
+            time.sleep(0.3)
+        else:
+            raise RuntimeError(f"the static scheduler did not become leader:\n{log}")
+        mirror = core.read_namespaced_pod(name, "kube-system")
+        status = mirror.status.container_statuses[0]
+        console.print(
+            f"   the control-plane-0 kubelet runs it: pod kube-system/{name} {mirror.status.phase} on "
+            f"{mirror.spec.node_name} ({mirror.status.pod_ip}), process {status.container_id}, "
+            f"mirror of the manifest (annotation kubernetes.io/config.mirror)"
+        )
+        if self.kubectl:
+            console.print(self.k("get", "pods", "-n", "kube-system", "-o", "wide"))
+            console.print(f"   [bold]kubectl logs -n kube-system {name} --tail=2[/bold]")
+            for line in self.k("logs", "-n", "kube-system", name, "--tail=2").splitlines():
+                console.print(f"   [dim]{escape(line)}[/dim]")
 
     def _apply_without_kubectl(self, manifests: str) -> None:
         import yaml
@@ -238,12 +401,15 @@ class Demo:
             else:
                 utils.create_from_dict(api, d)
 
-    def wait_scheduled(self, expected: int, timeout: float = 30, namespace: str = "demo",
-                       prefix: str = "") -> None:
+    def wait_scheduled(
+        self, expected: int, timeout: float = 30, namespace: str = "demo", prefix: str = ""
+    ) -> None:
         core = self.api()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            pods = [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name.startswith(prefix)]
+            pods = [
+                p for p in core.list_namespaced_pod(namespace).items if p.metadata.name.startswith(prefix)
+            ]
             if sum(1 for p in pods if p.spec.node_name) >= expected:
                 return
             time.sleep(0.5)
@@ -259,17 +425,27 @@ class Demo:
             req = p.spec.containers[0].resources.requests or {}
             node = p.spec.node_name or ""
             zone = nodes[node].metadata.labels.get("topology.kubernetes.io/zone", "") if node in nodes else ""
-            table.add_row(p.metadata.name, str(p.spec.priority or 0), f"{req.get('cpu')} / {req.get('memory')}",
-                          node or "[red]<pending>[/red]", zone, p.status.phase)
+            table.add_row(
+                p.metadata.name,
+                str(p.spec.priority or 0),
+                f"{req.get('cpu')} / {req.get('memory')}",
+                node or "[red]<pending>[/red]",
+                zone,
+                p.status.phase,
+            )
         console.print(table)
         events = core.list_namespaced_event("demo").items
         failed = [e for e in events if e.reason == "FailedScheduling"]
-        console.print(f"   events: {sum(1 for e in events if e.reason == 'Scheduled')} Scheduled, "
-                      f"{len(failed)} FailedScheduling")
+        console.print(
+            f"   events: {sum(1 for e in events if e.reason == 'Scheduled')} Scheduled, "
+            f"{len(failed)} FailedScheduling"
+        )
         for e in failed[:2]:
             console.print(f"   [yellow]{e.involved_object.name}[/yellow]: {e.message}")
         decisions = {d["pod"]: d for d in self.decisions()}
-        console.print("5. [bold]Why[/bold] — the live scheduler's scores (normalized score x weight) for a few pods")
+        console.print(
+            "5. [bold]Why[/bold] — the live scheduler's scores (normalized score x weight) for a few pods"
+        )
         for name in ("demo/web-5", "demo/batch-3", "demo/db-0"):
             d = decisions.get(name)
             if not d:
@@ -304,14 +480,23 @@ class Demo:
         from kubesched.loadaware.policy import DEFAULT_POLICY_DOCUMENT
         from kubesched.loadaware.prometheus import PrometheusServer
 
-        console.print("6. [bold]Load-aware scheduling[/bold] — Prometheus + kubesched annotator + crane's Dynamic")
-        metrics_url = next(line.split("node metrics ", 1)[1].strip()
-                           for line in (self.workdir / "cluster.log").read_text().splitlines()
-                           if "node metrics " in line)
+        console.print(
+            "6. [bold]Load-aware scheduling[/bold] — Prometheus + kubesched annotator + crane's Dynamic"
+        )
+        metrics_url = next(
+            line.split("node metrics ", 1)[1].strip()
+            for line in (self.workdir / "cluster.log").read_text().splitlines()
+            if "node metrics " in line
+        )
         core = self.api()
         # Make the two nodes that look emptiest by requests the busiest by usage: one pod each that asks for
         # 100m but uses 6 of the 8 cores (the simulated node-exporter follows the usage annotation).
-        requested: dict[str, float] = {n.metadata.name: 0.0 for n in core.list_node().items}
+        # The simulated nodes (those the node-exporter endpoint covers); control-plane-0 runs no workload.
+        requested: dict[str, float] = {
+            n.metadata.name: 0.0
+            for n in core.list_node().items
+            if "node-role.kubernetes.io/control-plane" not in (n.metadata.labels or {})
+        }
         for p in core.list_pod_for_all_namespaces().items:
             if p.spec.node_name in requested:
                 cpu = (p.spec.containers[0].resources.requests or {}).get("cpu", "0")
@@ -319,43 +504,100 @@ class Demo:
         hot = sorted(requested, key=lambda n: (requested[n], n))[:2]
         core.create_namespace({"metadata": {"name": LOAD_NS}})
         for node in hot:
-            core.create_namespaced_pod(LOAD_NS, {
-                "metadata": {"name": f"hog-{node}", "annotations": {CPU_USAGE_ANNOTATION: HOG_USAGE}},
-                "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox:1.36",
-                                                           "resources": {"requests": {"cpu": "100m"}}}]},
-            })
+            core.create_namespaced_pod(
+                LOAD_NS,
+                {
+                    "metadata": {"name": f"hog-{node}", "annotations": {CPU_USAGE_ANNOTATION: HOG_USAGE}},
+                    "spec": {
+                        "nodeName": node,
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "busybox:1.36",
+                                "resources": {"requests": {"cpu": "100m"}},
+                            }
+                        ],
+                    },
+                },
+            )
         console.print(f"   {', '.join(hot)}: a pod requesting 100m but using {HOG_USAGE} of 8 cores on each")
 
         self.loop = asyncio.new_event_loop()
-        self.prometheus = PrometheusServer([metrics_url], scrape_interval=1.0,
-                                           workdir=self.workdir / "prometheus")
+        self.prometheus = PrometheusServer(
+            [metrics_url], scrape_interval=1.0, workdir=self.workdir / "prometheus"
+        )
         self.loop.run_until_complete(self.prometheus.start())
-        console.print(f"   prometheus {self.prometheus.url}: scraping {metrics_url}, crane's recording rules "
-                      "(evaluated every second here)")
-        self.loop.run_until_complete(self.prometheus.wait_for("cpu_usage_max_avg_1d", count=len(requested),
-                                                              timeout=45))
+        console.print(
+            f"   prometheus {self.prometheus.url}: scraping {metrics_url}, crane's recording rules "
+            "(evaluated every second here)"
+        )
+        self.loop.run_until_complete(
+            self.prometheus.wait_for("cpu_usage_max_avg_1d", count=len(requested), timeout=45)
+        )
         policy = self.workdir / "policy.yaml"
         policy.write_text(yaml.safe_dump(DEFAULT_POLICY_DOCUMENT, sort_keys=False))
-        self.start(["annotator", "--policy-config-path", str(policy), "--prometheus-address", self.prometheus.url,
-                    "--kubeconfig", str(self.kubeconfig), "--leader-elect=false", "--health-port", "0"],
-                   self.workdir / "annotator.log", None)
+        self.start(
+            [
+                "annotator",
+                "--policy-config-path",
+                str(policy),
+                "--prometheus-address",
+                self.prometheus.url,
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--leader-elect=false",
+                "--health-port",
+                "0",
+            ],
+            self.workdir / "annotator.log",
+            None,
+        )
         loads = self._wait_for_annotations(list(requested))
-        console.print("   kubesched annotator wrote cpu_usage_avg_5m & co. on every node (crane's default policy)")
+        console.print(
+            "   kubesched annotator wrote cpu_usage_avg_5m & co. on every node (crane's default policy)"
+        )
         config = self.workdir / "load-aware.yaml"
         config.write_text(yaml.safe_dump(load_aware_config(policy), sort_keys=False))
-        self.start(["scheduler", "--kubeconfig", str(self.kubeconfig), "--config", str(config), "--secure-port",
-                    str(self.load_sched_port), "--bind-address", "127.0.0.1", "--explain", "-v", "2"],
-                   self.workdir / "load-aware-scheduler.log", "serving securely")
-        console.print(f"   second scheduler [bold]{LOAD_AWARE}[/bold]: default profile + Dynamic (filter, score "
-                      "weight 3, postBind)")
+        self.start(
+            [
+                "scheduler",
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--config",
+                str(config),
+                "--secure-port",
+                str(self.load_sched_port),
+                "--bind-address",
+                "127.0.0.1",
+                "--explain",
+                "-v",
+                "2",
+            ],
+            self.workdir / "load-aware-scheduler.log",
+            "serving securely",
+        )
+        console.print(
+            f"   second scheduler [bold]{LOAD_AWARE}[/bold]: default profile + Dynamic (filter, score "
+            "weight 3, postBind)"
+        )
         for scheduler, prefix in (("default-scheduler", "web-default"), (LOAD_AWARE, "web-aware")):
             for i in range(6):
-                core.create_namespaced_pod(LOAD_NS, {
-                    "metadata": {"name": f"{prefix}-{i}"},
-                    "spec": {"schedulerName": scheduler, "containers": [{
-                        "name": "main", "image": "nginx:1.27",
-                        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}}]},
-                })
+                core.create_namespaced_pod(
+                    LOAD_NS,
+                    {
+                        "metadata": {"name": f"{prefix}-{i}"},
+                        "spec": {
+                            "schedulerName": scheduler,
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": "nginx:1.27",
+                                    "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}},
+                                }
+                            ],
+                        },
+                    },
+                )
             self.wait_scheduled(6, namespace=LOAD_NS, prefix=prefix)
         self._show_load_aware(loads)
 
@@ -367,8 +609,10 @@ class Demo:
             if all(found.values()):
                 return {n: float(v.split(",")[0]) for n, v in found.items() if v}
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the annotator wrote no load annotations in {timeout:g}s "
-                                   f"(see {self.workdir / 'annotator.log'})")
+                raise RuntimeError(
+                    f"the annotator wrote no load annotations in {timeout:g}s "
+                    f"(see {self.workdir / 'annotator.log'})"
+                )
             time.sleep(0.3)
 
     def _show_load_aware(self, loads: dict[str, float]) -> None:
@@ -387,13 +631,21 @@ class Demo:
         console.print(table)
         hot = [n for n, v in loads.items() if v > 0.65]
         on_hot = {k: sum(per_node[n][k] for n in hot) for k in ("web-default", "web-aware")}
-        console.print(f"   pods placed on nodes above 0.65: default-scheduler {on_hot['web-default']} of 6, "
-                      f"{LOAD_AWARE} {on_hot['web-aware']} of 6")
-        aware = [d for d in self.decisions(self.load_sched_port) if d["pod"].startswith(f"{LOAD_NS}/web-aware")]
+        console.print(
+            f"   pods placed on nodes above 0.65: default-scheduler {on_hot['web-default']} of 6, "
+            f"{LOAD_AWARE} {on_hot['web-aware']} of 6"
+        )
+        aware = [
+            d for d in self.decisions(self.load_sched_port) if d["pod"].startswith(f"{LOAD_NS}/web-aware")
+        ]
         if aware:
             for node, reasons in sorted(aware[0].get("filtered", {}).items()):
-                console.print(f"   [dim]{aware[0]['pod']}: filtered out {node}: {escape('; '.join(reasons))}[/dim]")
-        console.print("   (the same comparison, measured at 20 nodes: kubesched bench --load-aware-comparison)")
+                console.print(
+                    f"   [dim]{aware[0]['pod']}: filtered out {node}: {escape('; '.join(reasons))}[/dim]"
+                )
+        console.print(
+            "   (the same comparison, measured at 20 nodes: kubesched bench --load-aware-comparison)"
+        )
 
 
 def main() -> int:
