@@ -138,8 +138,10 @@ def handover(
     for s in ordered:
         if s.holder == old_holder:
             seen_old = True
-        elif seen_old and s.holder == "":
-            h.old_released = True
+        elif seen_old and s.holder == "" and s.renew is not None:
+            h.old_released = (
+                True  # emptied by its holder; a deleted Lease (no record at all) is not a release
+            )
         if s.t < action_t or not s.holder or s.holder == old_holder:
             continue
         if is_new is not None and not is_new(s.holder):
