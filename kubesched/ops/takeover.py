@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -85,7 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.retries < 1 or args.retries > 10:
-        print("kubesched takeover: --retries must be between 1 and 10", flush=True)
+        print("kubesched takeover: --retries must be between 1 and 10", file=sys.stderr)
         return 2
     return run_command("takeover", lambda: _main(args))
 
