@@ -157,7 +157,10 @@ def test_missing_sources_are_volume_errors(tmp_path: Path) -> None:
 
 
 def test_since_drops_older_lines() -> None:
-    lines = [b"2026-12-03T10:00:00.100000000Z stdout F old\n", b"2026-12-03T10:00:01.000000000Z stdout F new\n"]
+    lines = [
+        b"2026-12-03T10:00:00.100000000Z stdout F old\n",
+        b"2026-12-03T10:00:01.000000000Z stdout F new\n",
+    ]
     since = logs._since(None, "2026-12-03T10:00:00.5Z")
     assert since == b"2026-12-03T10:00:00.500000000Z"
     assert logs.render(lines, timestamps=False, since=since) == b"new\n"
