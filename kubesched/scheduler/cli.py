@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from kubesched.scheduler.framework.catalogue import Catalogue
 
 log = logging.getLogger("kubesched.scheduler")
+STARTUP_LOGGER = "kubesched.startup"
+startup_log = logging.getLogger(STARTUP_LOGGER)
 
 EXIT_LEADERSHIP_LOST = 1
 
@@ -87,6 +89,10 @@ def _setup_logging(verbosity: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname).1s %(name)s] %(message)s")
     if verbosity < 2:
         logging.getLogger("kubesched.scheduler").setLevel(logging.WARNING if verbosity == 0 else logging.INFO)
+    # What kube-scheduler prints at its default level: who this candidate is and how the lease goes (a few lines
+    # a run, which operators and `kubesched takeover`/`doctor` read); per-pod lines stay at -v=1 and above.
+    for name in ("kubesched.client.leaderelection", STARTUP_LOGGER):
+        logging.getLogger(name).setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
 
 
 def load_effective_config(args: argparse.Namespace, catalogue: Catalogue) -> Any:
@@ -239,7 +245,9 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
             await asyncio.wait({run_task, stopper}, return_when=asyncio.FIRST_COMPLETED)
             return 0
         lost = asyncio.Event()
-        log.info("candidate %s for the leader lease %s/%s", identity, le.resource_namespace, le.resource_name)
+        startup_log.info(
+            "candidate %s for the leader lease %s/%s", identity, le.resource_namespace, le.resource_name
+        )
         elector = LeaderElector(
             client,
             namespace=le.resource_namespace,
