@@ -7,7 +7,9 @@ The kubelet writes SPEC (argv, working directory, mounts) and runs this launcher
    names (``/var/run/secrets/kubernetes.io/serviceaccount``, ``/etc/kubernetes/scheduler.conf``, ...). A folder
    missing on the host is created inside an overlay of its nearest existing parent (upper layer on a private
    tmpfs), so the host's file system is never written; mounts that were under that parent are bound back,
-3. ``execvp``s the command, so the process the kubelet watches is the container itself.
+3. when SPEC names a hostname: enters a private UTS namespace with that hostname (the pod's name, or the node's for
+   ``hostNetwork``), as a container runtime does; ``kubesched scheduler`` builds its Lease identity from it,
+4. ``execvp``s the command, so the process the kubelet watches is the container itself.
 
 ``--check`` only tries step 2's namespace and exits 0 when mount namespaces are available.
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
 MS_RDONLY = 1
 MS_REMOUNT = 32
 MS_BIND = 4096
@@ -55,6 +58,13 @@ def enter_private_mount_namespace() -> None:
     _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     # Nothing mounted from here on propagates back to the host.
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def set_hostname(name: str) -> None:
+    """A private UTS namespace named ``name``: only this process and its children see it."""
+    _check(_libc.unshare(CLONE_NEWUTS), "unshare(CLONE_NEWUTS)")
+    raw = name[:63].rstrip("-.").encode()  # HOST_NAME_MAX is 64; the kubelet truncates the same way
+    _check(_libc.sethostname(raw, len(raw)), f"sethostname {name}")
 
 
 def _mount_points() -> list[str]:
@@ -138,6 +148,8 @@ def main(argv: list[str]) -> int:
     if os.getppid() != spec.get("kubelet_pid", os.getppid()):
         return 137  # the kubelet is already gone
     try:
+        if spec.get("hostname"):
+            set_hostname(spec["hostname"])
         if spec.get("mounts"):
             enter_private_mount_namespace()
             apply_mounts(spec["mounts"], Path(spec["scratch"]))

@@ -449,6 +449,8 @@ class ContainerRun:
             "scratch": str(volumes.pod_dir(node.root, w.uid) / "scratch" / self.name),
             "cwd": self.spec.get("workingDir") or "",
             "kubelet_pid": os.getpid(),
+            # Namespaces need root, as the mounts do; without them the process keeps the machine's name.
+            "hostname": env.get("HOSTNAME", "") if w.kubelet.namespaces else "",
         }
         spec_path.write_text(json.dumps(launch))
         writer = LogWriter(log_path)

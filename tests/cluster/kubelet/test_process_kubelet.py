@@ -349,3 +349,29 @@ async def test_a_deleted_mirror_pod_comes_back_and_the_process_keeps_running(clu
     )
     await wait_for(lambda: cstatus(cluster, name).get("containerID") == st["containerID"])
     assert _alive(int(st["containerID"].rsplit("/", 1)[1]))
+
+
+def _log_text(c: LocalCluster, pod: str) -> str:
+    root = c.options.data_dir / "nodes" / "control-plane-0" / "var" / "log" / "pods"
+    return "".join(p.read_text() for p in root.glob(f"default_{pod}_*/main/*.log"))
+
+
+async def test_a_process_sees_its_pod_name_as_hostname_and_the_node_name_with_host_network(
+    cluster: LocalCluster,
+) -> None:
+    pk = cluster.process_kubelets
+    assert pk is not None
+    await pk.namespaces_known.wait()
+    if not pk.namespaces:
+        pytest.skip("UTS namespaces need root, as mount namespaces do")
+    script = 'echo "uname=$(uname -n) env=$HOSTNAME"; exec sleep 60'
+    drop(cluster, "named.yaml", pod_manifest("named", script))
+    drop(cluster, "hostnet.yaml", pod_manifest("hostnet", script, extra="  hostNetwork: true\n"))
+    await wait_for(lambda: "uname=" in _log_text(cluster, "named-control-plane-0"))
+    await wait_for(lambda: "uname=" in _log_text(cluster, "hostnet-control-plane-0"))
+    assert "uname=named-control-plane-0 env=named-control-plane-0" in _log_text(
+        cluster, "named-control-plane-0"
+    )
+    assert "uname=control-plane-0 env=control-plane-0" in _log_text(cluster, "hostnet-control-plane-0")
+    # The machine's own name is untouched.
+    assert os.uname().nodename not in ("named-control-plane-0", "control-plane-0")
