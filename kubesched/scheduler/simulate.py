@@ -476,6 +476,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--top", type=_positive_int, default=3, help="nodes to show per pod in the table (default 3)"
     )
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also draw FILE (.png, .svg or .pdf; needs kubesched[plot]): each node's requested/allocatable "
+        "CPU and memory before and after the placements",
+    )
 
 
 def _fail(what: str, detail: Any) -> int:
@@ -487,6 +493,11 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
     """``catalogue``: the plugins a configuration may name (``kubesched.catalogue.full_catalogue()``)."""
     from kubesched.scheduler.config import ConfigError, default_config, load_config
 
+    if args.plot:  # refused before simulating; matplotlib is imported only to draw (kubesched.plots)
+        from kubesched.scheduler.plot import plot_path_problem, plot_problem
+
+        if problem := plot_path_problem(args.plot):
+            return _fail("--plot", problem)
     try:
         if args.config:
             config = load_config(Path(args.config), catalogue=catalogue)
@@ -513,6 +524,8 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
         sys.stdout.flush()
     else:
         print_table(placements, top=args.top)
+    if args.plot and (problem := plot_problem(objects, placements, args.plot)):
+        return _fail("--plot", problem)
     return 0
 
 
