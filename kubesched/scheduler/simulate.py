@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import builtins
 import math
 import sys
 from collections.abc import Iterable, Mapping
@@ -284,24 +285,30 @@ def _normalize_node(node: Mapping[str, Any]) -> Obj:
     return out
 
 
-class DumpLister:
-    """The listers the live scheduler shares with plugins (namespaces, workloads, PDBs), over the dump."""
+class DumpNamespaces:
+    """The namespaces of the dump, as the live scheduler's namespace lister gives them to plugins."""
+
+    def __init__(self, others: Mapping[str, list[Obj]]) -> None:
+        self._namespaces = {_name_of(ns): ns for ns in others.get("Namespace", ())}
+
+    def get(self, name: str) -> Obj | None:
+        return self._namespaces.get(name)
+
+    def list(self) -> builtins.list[Obj]:
+        return list(self._namespaces.values())
+
+
+class DumpWorkloads:
+    """Services, owners and PDBs of the dump (the live scheduler's workload and PDB listers)."""
 
     def __init__(self, others: Mapping[str, list[Obj]]) -> None:
         self._others = others
-        self._namespaces = {_name_of(ns): ns for ns in others.get("Namespace", ())}
         self._workloads = {
             (kind, _namespace_of(o), _name_of(o)): o for kind in WORKLOAD_KINDS for o in others.get(kind, ())
         }
 
-    def get(self, kind: str, namespace: str | None = None, name: str | None = None) -> Obj | None:
-        # get(name) for namespaces, get(kind, namespace, name) for workloads.
-        if namespace is None and name is None:
-            return self._namespaces.get(kind)
-        return self._workloads.get((kind, namespace or "default", name or ""))
-
-    def list(self) -> list[Obj]:
-        return list(self._namespaces.values())
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return self._workloads.get((kind, namespace or "default", name))
 
     def services(self, namespace: str) -> list[Obj]:
         return [s for s in self._others.get("Service", ()) if _namespace_of(s) == namespace]
@@ -343,7 +350,7 @@ async def simulate(
     from kubesched.scheduler.queue import Nominator
 
     dump = ClusterDump.from_objects(objects)
-    lister = DumpLister(dump.others)
+    workloads = DumpWorkloads(dump.others)
     cache = Cache()
     nominator = Nominator()
     placements: list[Placement] = []
@@ -361,9 +368,9 @@ async def simulate(
         nominator=nominator,
         parallelism=config.parallelism,
         seed=seed,
-        namespaces=lister,
-        workloads=lister,
-        pdbs=lister,
+        namespaces=DumpNamespaces(dump.others),
+        workloads=workloads,
+        pdbs=workloads,
         preemption_evict=evict,
     )
     if catalogue is None:
@@ -586,7 +593,8 @@ def print_table(placements: list[Placement], *, top: int = 3, file: Any = None) 
 __all__ = [
     "ClusterDump",
     "ClusterDumpError",
-    "DumpLister",
+    "DumpNamespaces",
+    "DumpWorkloads",
     "Placement",
     "SimulationError",
     "add_arguments",
