@@ -439,3 +439,41 @@ def test_deployment_of_three_schedulers_in_cluster(env: Env) -> None:
     names = {p["metadata"]["name"] for p in pods2}
     assert victim["metadata"]["name"] not in names and len(names) == 3
     pids.extend(pid_of(p) for p in pods2)
+
+
+def test_scheduler_deployment_without_rbac_binding_logs_403(env: Env) -> None:
+    """The same Deployment under a service account nobody bound: its first list is refused with upstream's 403,
+    and `kubectl logs` shows it (tests/e2e/test_auth_e2e.py shows the bound account leading)."""
+    cluster, kubectl, pids = env.cluster, env.kubectl, env.pids
+    manifests = cluster.data_dir / "nodes" / "control-plane-0" / "etc" / "kubernetes" / "manifests"
+    write_manifest(
+        manifests,
+        "kube-scheduler.yaml",
+        STATIC_SCHEDULER.format(port=free_port_on("127.0.1.1"), v=1, leader_elect="false"),
+    )
+    kubectl("create", "serviceaccount", "unbound-scheduler", "-n", "kube-system")
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kubesched-ha", "namespace": "kube-system"},
+          "data": {"config.yaml": HA_CONFIG}}  # fmt: skip
+    kubectl("apply", "-f", "-", input=json.dumps(cm))
+    d = deployment(free_port_on("127.0.1.1"))
+    d["spec"]["replicas"] = 1
+    d["spec"]["template"]["spec"]["serviceAccountName"] = "unbound-scheduler"
+    kubectl("apply", "-f", "-", input=json.dumps(d))
+
+    def replica() -> dict[str, Any] | None:
+        items = get_json(kubectl, "pods", "-n", "kube-system", "-l", "app=kubesched-ha")["items"]
+        running = [p for p in items if ((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("state", {})
+                   .get("running")]  # fmt: skip
+        return running[0] if running else None
+
+    pod = wait_for(replica, 90, "the replica running")
+    pids.append(pid_of(pod))
+    name = pod["metadata"]["name"]
+    sa = "system:serviceaccount:kube-system:unbound-scheduler"
+
+    def denied_in_logs() -> str | None:
+        out = kubectl("logs", "-n", "kube-system", name, check=False).stdout
+        return out if f'User "{sa}" cannot list resource' in out else None
+
+    logs = wait_for(denied_in_logs, 60, "the 403 in kubectl logs")
+    assert "forbidden" in logs
