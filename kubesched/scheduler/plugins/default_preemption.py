@@ -37,7 +37,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import StrictInt
@@ -51,6 +51,7 @@ from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import ClusterEvent, Code, CycleState, NodeToStatus, Status
 from kubesched.scheduler.framework.runtime import fit_error_message
 from kubesched.scheduler.plugins.node_affinity import LabelSelector, SelectorError
+from kubesched.scheduler.plugins.preemption_victims import FastDryRun, VictimStats, pick_index
 from kubesched.scheduler.podinfo import parse_timestamp
 
 if TYPE_CHECKING:
@@ -199,6 +200,8 @@ class Candidate:
     node: str
     victims: list[PodInfo]
     num_pdb_violations: int = 0
+    # What pick_one_node_for_preemption compares, when the fast dry run computed it already.
+    stats: VictimStats | None = field(default=None, compare=False, repr=False)
 
 
 def pick_one_node_for_preemption(
@@ -254,6 +257,10 @@ class DefaultPreemption:
         # pod first (``(pod, now) -> key``), which decides the order victims are reprieved in.
         self.is_eligible_pod: Callable[[NodeTable, int, PodInfo, PodInfo], bool] = _always
         self.importance: Callable[[PodInfo, float], Any] = importance_key
+        # The dry run evaluates resource-only nodes in bulk (``preemption_victims``); False runs upstream's
+        # per-node algorithm everywhere (the reference the fast path is tested against).
+        self.fast_dry_run = True
+        self._fast = FastDryRun()
         # Preemptors whose victims are being deleted in the background, and the victim each deletes last.
         self._preempting: set[str] = set()
         self._last_victim: dict[str, str] = {}
@@ -410,6 +417,12 @@ class DefaultPreemption:
     ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
         """Dry-run the ``potential`` slots from ``offset`` (wrapping), until ``num_candidates`` are found with at
         least one that violates no PDB. Candidates without PDB violations come first."""
+        if self.fast_dry_run and self.is_eligible_pod is _always and self.importance is importance_key:
+            fast = self._fast.run(
+                self, fw, state, pod, nodes, potential, pdbs, offset, num_candidates, time.time()
+            )
+            if fast is not None:
+                return fast
         clean: list[Candidate] = []
         violating: list[Candidate] = []
         node_statuses: dict[str, Status] = {}
@@ -504,6 +517,9 @@ class DefaultPreemption:
     def select_candidate(self, candidates: Sequence[Candidate]) -> Candidate | None:
         if len(candidates) <= 1:
             return candidates[0] if candidates else None
+        stats = [c.stats for c in candidates]
+        if all(s is not None for s in stats):
+            return candidates[pick_index(stats, time.time())]  # type: ignore[arg-type]
         return pick_one_node_for_preemption(candidates)
 
     # --- acting on the choice ---------------------------------------------------------------------------------

@@ -1,0 +1,638 @@
+"""Preemption's dry run over many nodes at once, when only resources can change the answer.
+
+Upstream's ``SelectVictimsOnNode`` runs, per candidate node: take every lower-priority pod off, run the Filter
+plugins, then put the pods back one at a time (most important first, PDB-violating ones before the others),
+keeping each one the pod still fits with. With up to 500 nodes per preemption, one victim at a time, that is
+thousands of Filter calls per pod.
+
+Most of those calls cannot change their answer. This module decides, for one pod and one cycle, which Filter
+plugins may see a difference between "victims present" and "victims gone" on a node:
+
+- NodeResourcesFit sees the node's pods only through the free resources (and the pod count): the dry run for it
+  is arithmetic, done here for all nodes at once (``free + Σ lower-priority requests``, then a cumulative check
+  as victims are reprieved in upstream's order).
+- NodeUnschedulable, NodeName, TaintToleration, NodeAffinity and DynamicResources read the node and the pod only.
+- NodePorts reads the ports of the node's pods: it matters only if the preemptor asks for host ports and one of
+  the node's potential victims holds some.
+- InterPodAffinity (when its PreFilter did not skip) matters if the preemptor has pod (anti-)affinity, or a
+  potential victim has pod anti-affinity. PodTopologySpread (when not skipped) counts only pods of the
+  preemptor's namespace: it matters where a potential victim lives in that namespace.
+- Any other Filter plugin, or PreFilter extension (AddPod/RemovePod) that did not skip, may read anything: then
+  the whole dry run is the exact per-node one.
+
+Nodes where the answer may depend on more than resources (those above, and nodes with pods nominated there that
+would not be plain resources) fall back to the exact per-node dry run (``DefaultPreemption.select_victims_on_node``);
+the rest are evaluated here. What is computed is the same as the exact run: same candidates in the same order,
+same victims in the same order, same PDB violation counts, same statuses of the nodes that are not candidates,
+same errors (``tests/scheduler/test_preemption_fast_path.py`` checks this on random clusters).
+
+Two caches keep the per-cycle Python small: per priority, the summed requests and the number of lower-priority
+pods of every node, brought up to date from the table's ``change_log`` (as ``SlotMemo`` does); per node, its
+lower-priority pods in upstream's importance order with their requests as a matrix, valid while the node holds
+the same ``PodInfo`` objects and no start time lies between the time it was sorted at and now.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kubesched.scheduler.framework.interface import Code, CycleState, Status
+from kubesched.scheduler.framework.runtime import FilterError
+from kubesched.scheduler.plugins.dynamic_resources import DynamicResources
+from kubesched.scheduler.plugins.inter_pod_affinity import InterPodAffinity
+from kubesched.scheduler.plugins.node_affinity import NodeAffinity
+from kubesched.scheduler.plugins.node_name import NodeName
+from kubesched.scheduler.plugins.node_ports import NodePorts
+from kubesched.scheduler.plugins.node_resources_fit import NodeResourcesFit
+from kubesched.scheduler.plugins.node_unschedulable import NodeUnschedulable
+from kubesched.scheduler.plugins.pod_topology_spread import PodTopologySpread
+from kubesched.scheduler.plugins.taint_toleration import TaintToleration
+from kubesched.scheduler.podinfo import parse_timestamp
+
+if TYPE_CHECKING:
+    from kubesched.scheduler.cache import NodeTable
+    from kubesched.scheduler.framework.runtime import Framework
+    from kubesched.scheduler.podinfo import PodInfo
+
+# Filter plugins whose verdict depends on the node object and the pod only, never on the node's pods.
+_NODE_ONLY_FILTERS: tuple[type, ...] = (
+    NodeUnschedulable,
+    NodeName,
+    TaintToleration,
+    NodeAffinity,
+    DynamicResources,
+)
+
+NO_VICTIMS = "No preemption victims found for incoming pod"
+
+
+# --- which plugins can see the victims ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What the fast path must look at for one pod in one cycle (``None`` from ``scope_for``: nothing is
+    resource-only, use the exact dry run everywhere)."""
+
+    cols: tuple[int, ...]  # resource columns NodeResourcesFit checks (empty when it does not run)
+    need: tuple[int, ...]
+    ports: bool  # NodePorts runs and the pod asks for host ports: nodes whose victims hold ports are exact
+    anti_affinity: bool  # InterPodAffinity runs: nodes whose victims have pod anti-affinity are exact
+    namespace: str | None  # PodTopologySpread runs: nodes with victims in this namespace are exact
+    extensions: bool  # some PreFilter extension runs: nominated pods on a node make it exact
+
+    @property
+    def per_node(self) -> bool:
+        return self.ports or self.anti_affinity or self.namespace is not None
+
+
+def scope_for(fw: Framework, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Scope | None:
+    skip = state.skip_filter
+    cols: tuple[int, ...] = ()
+    need: tuple[int, ...] = ()
+    ports = anti = False
+    namespace: str | None = None
+    for name in fw.points["Filter"]:
+        if name in skip:
+            continue
+        pl = fw.plugin(name)
+        kind = type(pl)
+        if kind in _NODE_ONLY_FILTERS:
+            continue
+        if kind is NodeResourcesFit:
+            plan = pl._plan(pod, nodes)
+            cols, need = plan.cols, plan.need
+        elif kind is NodePorts:
+            ports = bool(pod.host_ports)
+        elif kind is InterPodAffinity:
+            if pod.pod_affinity or pod.pod_anti_affinity:
+                return None  # the pod's own terms count matching victims: not worth modelling here
+            anti = True
+        elif kind is PodTopologySpread:
+            namespace = pod.namespace
+        else:
+            return None  # a plugin we know nothing about may read anything
+    extensions = False
+    for name in fw.points["PreFilter"]:
+        if name in skip:
+            continue
+        pl = fw.plugin(name)
+        if not (callable(getattr(pl, "add_pod", None)) and callable(getattr(pl, "remove_pod", None))):
+            continue
+        if type(pl) not in (InterPodAffinity, PodTopologySpread):
+            return None  # an unknown AddPod/RemovePod may change state, or fail
+        extensions = True
+    # A known extension without its Filter changes state nobody reads; with its Filter the per-node rules apply.
+    return Scope(cols, need, ports, anti, namespace, extensions)
+
+
+# --- per priority: what the lower-priority pods of each node request ----------------------------------------
+
+
+class LowerPriorityTotals:
+    """Per priority P: for every slot, the summed requests of its pods below P and how many there are.
+
+    Kept current from ``NodeTable.change_log`` (every pod add/remove touches its slot); a new priority, a new
+    log epoch, a resized table or a long backlog cost one pass over all pods.
+    """
+
+    def __init__(self, max_keys: int = 8) -> None:
+        self.max_keys = max_keys
+        self._entries: dict[int, list[Any]] = {}  # priority -> [sums, counts, epoch, log position]
+
+    def get(self, nodes: NodeTable, priority: int) -> tuple[np.ndarray, np.ndarray]:
+        log = nodes.change_log
+        entry = self._entries.get(priority)
+        if (
+            entry is None
+            or entry[2] != nodes.log_epoch
+            or entry[0].shape != (nodes.capacity, nodes.width)
+            or len(log) - entry[3] > max(64, nodes.num_nodes // 8)
+        ):
+            if entry is None and len(self._entries) >= self.max_keys:
+                self._entries.pop(next(iter(self._entries)))
+            sums, counts = self._compute_all(nodes, priority)
+            self._entries[priority] = [sums, counts, nodes.log_epoch, len(log)]
+            return sums, counts
+        sums, counts = entry[0], entry[1]
+        if entry[3] < len(log):
+            for slot in set(log[entry[3] :]):
+                self._compute_one(nodes, priority, slot, sums, counts)
+            entry[3] = len(log)
+        return sums, counts
+
+    @staticmethod
+    def _compute_all(nodes: NodeTable, priority: int) -> tuple[np.ndarray, np.ndarray]:
+        width = nodes.width
+        sums = np.zeros((nodes.capacity, width), dtype=np.int64)
+        counts = np.zeros(nodes.capacity, dtype=np.int64)
+        slots: list[int] = []
+        rows: list[np.ndarray] = []
+        for pi, slot in nodes.iter_pods():
+            if pi.priority < priority:
+                slots.append(slot)
+                rows.append(pi.requests)
+        if slots:
+            at = np.asarray(slots, dtype=np.intp)
+            lengths = {len(r) for r in rows}
+            if lengths == {width}:
+                np.add.at(sums, at, np.stack(rows))
+            else:
+                for slot, r in zip(slots, rows, strict=True):
+                    sums[slot, : len(r)] += r
+            counts += np.bincount(at, minlength=nodes.capacity)
+        return sums, counts
+
+    @staticmethod
+    def _compute_one(
+        nodes: NodeTable, priority: int, slot: int, sums: np.ndarray, counts: np.ndarray
+    ) -> None:
+        row = sums[slot]
+        row[:] = 0
+        n = 0
+        for pi in nodes.pods_on(slot).values():
+            if pi.priority < priority:
+                row[: len(pi.requests)] += pi.requests
+                n += 1
+        counts[slot] = n
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+# --- per node: the potential victims in upstream's order ----------------------------------------------------
+
+
+@dataclass(slots=True)
+class NodeVictims:
+    """One node's pods below one priority, most important first (upstream ``MoreImportantPod``: higher priority,
+    then earlier start; a pod not started yet counts as starting now, so the order holds for ``lo < now < hi``)."""
+
+    pods_key: tuple[PodInfo, ...]  # every pod on the node when this was built (identity decides validity)
+    victims: list[PodInfo]
+    reqs: np.ndarray  # (len(victims), width): their requests
+    prios: np.ndarray  # int64
+    starts: np.ndarray  # float64, NaN for pods not started
+    lo: float
+    hi: float
+    has_ports: bool
+    has_anti_affinity: bool
+    namespaces: frozenset[str]
+
+
+def _start(pi: PodInfo) -> float | None:
+    return parse_timestamp((pi.pod.get("status") or {}).get("startTime"))
+
+
+class VictimOrders:
+    """``NodeVictims`` per (priority, slot), rebuilt when the node's pods change."""
+
+    def __init__(self, max_keys: int = 8) -> None:
+        self.max_keys = max_keys
+        self._by_priority: dict[int, dict[int, NodeVictims]] = {}
+
+    def get(self, nodes: NodeTable, priority: int, slot: int, now: float) -> NodeVictims:
+        per = self._by_priority.get(priority)
+        if per is None:
+            if len(self._by_priority) >= self.max_keys:
+                self._by_priority.pop(next(iter(self._by_priority)))
+            per = self._by_priority[priority] = {}
+        pods = tuple(nodes.pods_on(slot).values())
+        entry = per.get(slot)
+        if (
+            entry is not None
+            and entry.pods_key == pods
+            and entry.lo < now < entry.hi
+            and entry.reqs.shape[1] == nodes.width
+        ):
+            return entry
+        entry = self._build(pods, priority, now, nodes.width)
+        per[slot] = entry
+        return entry
+
+    @staticmethod
+    def _build(pods: tuple[PodInfo, ...], priority: int, now: float, width: int) -> NodeVictims:
+        lower = [p for p in pods if p.priority < priority]
+        started = [_start(p) for p in lower]
+        keyed = [(-p.priority, now if s is None else s) for p, s in zip(lower, started, strict=True)]
+        order = sorted(range(len(lower)), key=keyed.__getitem__)  # stable, as upstream's sort of the list
+        victims = [lower[i] for i in order]
+        reqs = np.zeros((len(victims), width), dtype=np.int64)
+        for row, p in zip(reqs, victims, strict=True):
+            row[: len(p.requests)] = p.requests
+        lo, hi = -math.inf, math.inf
+        for s in started:
+            if s is None:
+                continue
+            if s < now:
+                lo = max(lo, s)
+            elif s > now:
+                hi = min(hi, s)
+            else:
+                hi = lo = now  # a start time equal to now: do not reuse the order
+        return NodeVictims(
+            pods,
+            victims,
+            reqs,
+            np.fromiter((p.priority for p in victims), dtype=np.int64, count=len(victims)),
+            np.array([math.nan if started[i] is None else started[i] for i in order], dtype=np.float64),
+            lo,
+            hi,
+            any(p.host_ports for p in victims),
+            any(p.pod_anti_affinity for p in victims),
+            frozenset(p.namespace for p in victims),
+        )
+
+    def clear(self) -> None:
+        self._by_priority.clear()
+
+
+# --- picking among candidates -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class VictimStats:
+    """What ``pick_one_node_for_preemption`` compares, for one candidate."""
+
+    violations: int
+    top_priority: int
+    priority_sum: int  # with the offset of 2**31 per victim
+    count: int
+    top_started_min: float  # earliest start among the highest-priority victims that started (inf: none)
+    top_unstarted: bool  # some highest-priority victim has not started (counts as "now")
+
+
+_PRIORITY_OFFSET = 2**31
+
+
+def stats_of(victims: Sequence[PodInfo], violations: int) -> VictimStats:
+    top = max(v.priority for v in victims)
+    started = math.inf
+    unstarted = False
+    for v in victims:
+        if v.priority == top:
+            s = _start(v)
+            if s is None:
+                unstarted = True
+            else:
+                started = min(started, s)
+    total = sum(v.priority + _PRIORITY_OFFSET for v in victims)
+    return VictimStats(violations, top, total, len(victims), started, unstarted)
+
+
+def pick_index(stats: Sequence[VictimStats], now: float) -> int:
+    """Upstream's ``pickOneNodeForPreemption`` over precomputed stats: the index of the best candidate (each
+    criterion only breaks the ties of the ones before; the first candidate wins what is left)."""
+    m = len(stats)
+    if m == 1:
+        return 0
+    viol = np.fromiter((s.violations for s in stats), dtype=np.int64, count=m)
+    top = np.fromiter((s.top_priority for s in stats), dtype=np.int64, count=m)
+    total = np.fromiter((s.priority_sum for s in stats), dtype=np.int64, count=m)
+    count = np.fromiter((s.count for s in stats), dtype=np.int64, count=m)
+    earliest = np.fromiter(
+        (min(s.top_started_min, now) if s.top_unstarted else s.top_started_min for s in stats),
+        dtype=np.float64,
+        count=m,
+    )
+    idx = np.arange(m)
+    for score in (-viol, -top, -total, -count, earliest):
+        sub = score[idx]
+        idx = idx[sub == sub.max()]
+        if len(idx) == 1:
+            break
+    return int(idx[0])
+
+
+# --- the dry run --------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """One evaluated node: a candidate's victims (with violations and stats), or the status it failed with."""
+
+    victims: list[PodInfo] | None
+    violations: int
+    stats: VictimStats | None
+    status: Status | None
+
+
+class FastDryRun:
+    """The state the fast path keeps across cycles (one per DefaultPreemption)."""
+
+    def __init__(self) -> None:
+        self.totals = LowerPriorityTotals()
+        self.orders = VictimOrders()
+
+    def run(
+        self,
+        plugin: Any,
+        fw: Framework,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        potential: Sequence[int],
+        pdbs: Sequence[Any],
+        offset: int,
+        num_candidates: int,
+        now: float,
+    ) -> tuple[list[Any], dict[str, Status], list[str]] | None:
+        """As ``DefaultPreemption.dry_run_preemption`` (candidates carry their ``VictimStats``), or None when the
+        fast path does not apply to this pod (the caller then runs the exact dry run)."""
+        from kubesched.scheduler.plugins.default_preemption import Candidate
+
+        scope = scope_for(fw, state, pod, nodes)
+        if scope is None:
+            return None
+        n = len(potential)
+        pot = np.asarray(potential, dtype=np.intp)
+        walk = np.concatenate((pot[offset:], pot[:offset])) if offset else pot
+        priority = pod.priority
+        sums, counts = self.totals.get(nodes, priority)
+        has_victims = counts.take(walk) > 0
+
+        # Pods nominated to a node with at least the pod's priority count there (RunFilterPluginsWithNominatedPods).
+        extra: dict[int, np.ndarray] = {}
+        exact: set[int] = set()
+        nominator = fw.handle.nominator
+        if nominator is not None and nominator:
+            self._nominated(fw, pod, nodes, scope, nominator, extra, exact)
+
+        if scope.per_node:
+            for slot in walk[has_victims].tolist():
+                if slot in exact:
+                    continue
+                e = self.orders.get(nodes, priority, slot, now)
+                if (
+                    (scope.ports and e.has_ports)
+                    or (scope.anti_affinity and e.has_anti_affinity)
+                    or (scope.namespace is not None and scope.namespace in e.namespaces)
+                ):
+                    exact.add(slot)
+
+        is_exact = np.zeros(n, dtype=bool)
+        if exact:
+            is_exact = np.isin(walk, np.fromiter(exact, dtype=np.intp, count=len(exact)))
+        safe_mask = has_victims & ~is_exact
+        safe = walk[safe_mask]
+
+        # All lower-priority pods gone: the Filter plugins once over every safe node, resources adjusted.
+        width = sums.shape[1]
+        delta = sums[safe]
+        for slot, vec in extra.items():
+            hit = np.flatnonzero(safe == slot)
+            if len(hit):
+                delta[hit[0], : len(vec)] -= vec[:width]
+        free = nodes.free
+        free[safe, :width] += delta
+        try:
+            fits, rejected = fw.run_filters(state, pod, safe)
+        except FilterError:
+            return None  # a plugin failed: the exact run reports it node by node
+        finally:
+            nodes.free[safe, :width] -= delta
+
+        # Walk order: which positions need an answer (a candidate or an exact run) and which failed already.
+        fits_at = np.zeros(n, dtype=bool)
+        fits_at[np.flatnonzero(safe_mask)[fits]] = True
+        interesting = np.flatnonzero(fits_at | (is_exact & has_victims))
+        names = nodes.names
+
+        clean: list[Any] = []
+        violating: list[Any] = []
+        node_statuses: dict[str, Status] = {}
+        errors: list[str] = []
+        outcomes: dict[int, _Outcome] = {}
+        stop_at = n  # walk positions before this were evaluated
+        pending = interesting.tolist()
+        i = 0
+        stopped = False
+        while i < len(pending) and not stopped:
+            pos = pending[i]
+            slot = int(walk[pos])
+            if fits_at[pos] and slot not in outcomes:
+                # Reprieve a batch of the next safe candidates at once.
+                want = max(num_candidates - len(clean) - len(violating), 1) + 8
+                batch = [int(walk[p]) for p in pending[i:] if fits_at[p]][:want]
+                outcomes.update(self._reprieve(plugin, nodes, priority, batch, sums, extra, scope, pdbs, now))
+            name = names[slot] or ""
+            if fits_at[pos]:
+                out = outcomes[slot]
+                victims, violations, stats, status = out.victims, out.violations, out.stats, out.status
+            else:
+                victims, violations, status = plugin.select_victims_on_node(
+                    fw, state.clone(), pod, nodes, slot, pdbs
+                )
+                stats = stats_of(victims, violations) if status.ok and victims else None
+            if status is None or (status.ok and victims):
+                assert victims is not None and stats is not None
+                bucket = clean if violations == 0 else violating
+                if len(bucket) < num_candidates:
+                    bucket.append(Candidate(name, victims, violations, stats))
+                if clean and len(clean) + len(violating) >= num_candidates:
+                    stop_at = pos + 1
+                    stopped = True
+            else:
+                if status.ok:
+                    status = Status.error(f'expected at least one victim pod on node "{name}"')
+                if status.code == Code.ERROR:
+                    errors.append(status.message())
+                node_statuses[name] = status
+            i += 1
+
+        # The nodes that failed before any victim was put back, among those the walk reached.
+        walked = np.arange(stop_at)
+        no_victims = walked[~has_victims[:stop_at]]
+        if len(no_victims):
+            st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [NO_VICTIMS])
+            for slot in walk[no_victims].tolist():
+                node_statuses[names[slot] or ""] = st
+        if rejected:
+            safe_walked = safe_mask.copy()
+            safe_walked[stop_at:] = False
+            for slot in walk[safe_walked & ~fits_at].tolist():
+                node_statuses[names[slot] or ""] = rejected[slot]
+        return clean + violating, node_statuses, errors
+
+    def _nominated(
+        self,
+        fw: Framework,
+        pod: PodInfo,
+        nodes: NodeTable,
+        scope: Scope,
+        nominator: Any,
+        extra: dict[int, np.ndarray],
+        exact: set[int],
+    ) -> None:
+        """Requests of the pods nominated to each node that the dry run counts there; nodes where they would
+        count for more than resources go to ``exact``."""
+        for node_name in nominator.nodes():
+            slot = nodes.index.get(node_name)
+            if slot is None:
+                continue
+            others = [
+                p
+                for p in nominator.nominated_pods_for_node(node_name)
+                if p.uid != pod.uid and p.priority >= pod.priority and nodes.pod_slot(p.uid) is None
+            ]
+            if not others:
+                continue
+            if scope.extensions or (scope.ports and any(p.host_ports for p in others)):
+                exact.add(slot)
+                continue
+            vec = np.zeros(max(nodes.width, *(len(p.requests) for p in others)), dtype=np.int64)
+            for p in others:
+                vec[: len(p.requests)] += p.requests
+            extra[slot] = vec
+
+    def _reprieve(
+        self,
+        plugin: Any,
+        nodes: NodeTable,
+        priority: int,
+        batch: list[int],
+        sums: np.ndarray,
+        extra: dict[int, np.ndarray],
+        scope: Scope,
+        pdbs: Sequence[Any],
+        now: float,
+    ) -> dict[int, _Outcome]:
+        """Upstream's reprieve loop for ``batch`` (safe nodes the pod fits on with their victims gone), vectorised
+        across nodes: victim k of every node is tried together."""
+        from kubesched.scheduler.plugins.default_preemption import filter_pods_with_pdb_violation
+
+        entries = [self.orders.get(nodes, priority, slot, now) for slot in batch]
+        m = len(batch)
+        cols = list(scope.cols)
+        width = sums.shape[1]
+        # Reprieve order per node: PDB-violating victims first, then the others (each group in importance order).
+        perms: list[list[int]] = []
+        pdb_flags: list[list[bool]] = []
+        split_both: list[bool] = []
+        for e in entries:
+            k = len(e.victims)
+            if pdbs:
+                violating, other = filter_pods_with_pdb_violation(e.victims, pdbs)
+                where = {id(p): j for j, p in enumerate(e.victims)}
+                perm = [where[id(p)] for p in violating] + [where[id(p)] for p in other]
+                perms.append(perm)
+                pdb_flags.append([True] * len(violating) + [False] * len(other))
+                split_both.append(bool(violating) and bool(other))
+            else:
+                perms.append(list(range(k)))
+                pdb_flags.append([False] * k)
+                split_both.append(False)
+        lens = np.fromiter((len(e.victims) for e in entries), dtype=np.intp, count=m)
+        kmax = int(lens.max()) if m else 0
+        valid = np.arange(kmax)[None, :] < lens[:, None]
+        keep = np.zeros((m, kmax), dtype=bool)  # reprieved
+        if cols and kmax:
+            at = np.asarray(batch, dtype=np.intp)
+            room = nodes.free[at][:, cols] + sums[at][:, cols]
+            for slot, vec in extra.items():
+                if slot in batch:
+                    j = batch.index(slot)
+                    room[j] -= vec[:width][cols]
+            need = np.asarray(scope.need, dtype=np.int64)
+            req = np.zeros((m, kmax, len(cols)), dtype=np.int64)
+            rows = np.repeat(np.arange(m), lens)
+            flat = np.concatenate([e.reqs for e in entries])[:, cols]
+            first = np.repeat(np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+            ranks = np.arange(len(rows)) - first
+            if pdbs:
+                flat = flat[first + np.concatenate([np.asarray(p, dtype=np.intp) for p in perms])]
+            req[rows, ranks] = flat
+            for k in range(kmax):
+                after = room - req[:, k]
+                ok = valid[:, k] & (after >= need).all(axis=1)
+                room[ok] = after[ok]
+                keep[:, k] = ok
+        else:
+            keep[:] = valid  # nothing checks resources: every victim fits back
+        victim_mask = valid & ~keep
+        out: dict[int, _Outcome] = {}
+        for j, (slot, e) in enumerate(zip(batch, entries, strict=True)):
+            perm = perms[j]
+            row = victim_mask[j].tolist()
+            chosen = [perm[r] for r in range(len(perm)) if row[r]]
+            violations = sum(1 for r in range(len(perm)) if row[r] and pdb_flags[j][r])
+            if split_both[j]:
+                chosen = self._stable_resort(e, chosen, now)
+            victims = [e.victims[c] for c in chosen]
+            if not victims:
+                out[slot] = _Outcome([], 0, None, Status.success())
+                continue
+            out[slot] = _Outcome(victims, violations, self._stats(e, chosen, violations), None)
+        return out
+
+    @staticmethod
+    def _stable_resort(e: NodeVictims, order: list[int], now: float) -> list[int]:
+        """Upstream re-sorts the victims by importance when both PDB groups were non-empty (a stable sort of
+        the victims in reprieve order: ties keep violating ones first)."""
+        prios, starts = e.prios, e.starts
+
+        def key(c: int) -> tuple[int, float]:
+            s = float(starts[c])
+            return (-int(prios[c]), now if math.isnan(s) else s)
+
+        return sorted(order, key=key)
+
+    @staticmethod
+    def _stats(e: NodeVictims, chosen: list[int], violations: int) -> VictimStats:
+        prios = e.prios[chosen]
+        top = int(prios.max())
+        starts = e.starts[chosen][prios == top]
+        started = starts[~np.isnan(starts)]
+        return VictimStats(
+            violations,
+            top,
+            int(prios.sum()) + _PRIORITY_OFFSET * len(chosen),
+            len(chosen),
+            float(started.min()) if len(started) else math.inf,
+            bool(len(started) < len(starts)),
+        )
