@@ -496,6 +496,16 @@ class NodeTable:
             self._release_slot(slot)
         return pi
 
+    def restore_pod_order(self, slot: int, uids: list[str]) -> None:
+        """Put the pods of ``slot`` back in the order of ``uids`` (exactly the uids there now). A what-if that
+        removed and re-added pods moved them to the end; upstream works on a copy, so the order (which breaks
+        ties between equally important preemption victims) must not change."""
+        pods = self._pods[slot]
+        if list(pods) != uids:
+            ordered = {uid: pods[uid] for uid in uids}
+            pods.clear()
+            pods.update(ordered)
+
     def replace_pod(self, pi: PodInfo) -> None:
         """Swap in a new version of a pod already on its node whose footprint (``same_footprint``) is unchanged:
         no column update and no ``touch``, since nothing computed from the row can differ. The pod still moves

@@ -462,6 +462,7 @@ class DefaultPreemption:
         node_name = nodes.names[slot] or ""
         potential = [p for p in nodes.pods_on(slot).values() if self._may_preempt(nodes, slot, p, pod)]
         off_node: dict[str, PodInfo] = {}  # pods taken off the table, to put back whatever happens
+        order = list(nodes.pods_on(slot)) if potential else []
 
         def remove(p: PodInfo) -> None:
             nodes.remove_pod(p.uid, notify=False)
@@ -513,6 +514,8 @@ class DefaultPreemption:
         finally:
             for p in off_node.values():
                 nodes.add_pod(p, node_name, notify=False)
+            if order:
+                nodes.restore_pod_order(slot, order)
 
     def select_candidate(self, candidates: Sequence[Candidate]) -> Candidate | None:
         if len(candidates) <= 1:
