@@ -148,11 +148,13 @@ class LowerPriorityTotals:
     def get(self, nodes: NodeTable, priority: int) -> tuple[np.ndarray, np.ndarray]:
         log = nodes.change_log
         entry = self._entries.get(priority)
+        # The backlog repeats slots (what-if evaluations touch the same nodes again and again): count distinct ones.
+        changed = set(log[entry[3] :]) if entry is not None and entry[2] == nodes.log_epoch else None
         if (
             entry is None
-            or entry[2] != nodes.log_epoch
+            or changed is None
             or entry[0].shape != (nodes.capacity, nodes.width)
-            or len(log) - entry[3] > max(64, nodes.num_nodes // 8)
+            or len(changed) > max(64, nodes.num_nodes // 8)
         ):
             if entry is None and len(self._entries) >= self.max_keys:
                 self._entries.pop(next(iter(self._entries)))
@@ -160,10 +162,9 @@ class LowerPriorityTotals:
             self._entries[priority] = [sums, counts, nodes.log_epoch, len(log)]
             return sums, counts
         sums, counts = entry[0], entry[1]
-        if entry[3] < len(log):
-            for slot in set(log[entry[3] :]):
-                self._compute_one(nodes, priority, slot, sums, counts)
-            entry[3] = len(log)
+        for slot in changed:
+            self._compute_one(nodes, priority, slot, sums, counts)
+        entry[3] = len(log)
         return sums, counts
 
     @staticmethod
@@ -397,11 +398,12 @@ class FastDryRun:
         has_victims = counts.take(walk) > 0
 
         # Pods nominated to a node with at least the pod's priority count there (RunFilterPluginsWithNominatedPods).
-        extra: dict[int, np.ndarray] = {}
+        width = sums.shape[1]
         exact: set[int] = set()
+        taken: np.ndarray | None = None  # per slot: requests of the nominated pods counted there
         nominator = fw.handle.nominator
         if nominator is not None and nominator:
-            self._nominated(fw, pod, nodes, scope, nominator, extra, exact)
+            taken = self._nominated(pod, nodes, scope, nominator, width, exact)
 
         if scope.per_node:
             for slot in walk[has_victims].tolist():
@@ -422,12 +424,9 @@ class FastDryRun:
         safe = walk[safe_mask]
 
         # All lower-priority pods gone: the Filter plugins once over every safe node, resources adjusted.
-        width = sums.shape[1]
         delta = sums[safe]
-        for slot, vec in extra.items():
-            hit = np.flatnonzero(safe == slot)
-            if len(hit):
-                delta[hit[0], : len(vec)] -= vec[:width]
+        if taken is not None:
+            delta -= taken[safe]
         free = nodes.free
         free[safe, :width] += delta
         try:
@@ -459,7 +458,7 @@ class FastDryRun:
                 # Reprieve a batch of the next safe candidates at once.
                 want = max(num_candidates - len(clean) - len(violating), 1) + 8
                 batch = [int(walk[p]) for p in pending[i:] if fits_at[p]][:want]
-                outcomes.update(self._reprieve(plugin, nodes, priority, batch, sums, extra, scope, pdbs, now))
+                outcomes.update(self._reprieve(nodes, priority, batch, sums, taken, scope, pdbs, now))
             name = names[slot] or ""
             if fits_at[pos]:
                 out = outcomes[slot]
@@ -500,44 +499,38 @@ class FastDryRun:
         return clean + violating, node_statuses, errors
 
     def _nominated(
-        self,
-        fw: Framework,
-        pod: PodInfo,
-        nodes: NodeTable,
-        scope: Scope,
-        nominator: Any,
-        extra: dict[int, np.ndarray],
-        exact: set[int],
-    ) -> None:
-        """Requests of the pods nominated to each node that the dry run counts there; nodes where they would
-        count for more than resources go to ``exact``."""
+        self, pod: PodInfo, nodes: NodeTable, scope: Scope, nominator: Any, width: int, exact: set[int]
+    ) -> np.ndarray | None:
+        """Per slot, the summed requests of the pods nominated there that the dry run counts (equal or higher
+        priority, not bound yet); nodes where they would count for more than resources go to ``exact``."""
+        index, pod_slot, uid, priority = nodes.index, nodes.pod_slot, pod.uid, pod.priority
+        slots: list[int] = []
+        rows: list[np.ndarray] = []
         for node_name in nominator.nodes():
-            slot = nodes.index.get(node_name)
+            slot = index.get(node_name)
             if slot is None:
                 continue
-            others = [
-                p
-                for p in nominator.nominated_pods_for_node(node_name)
-                if p.uid != pod.uid and p.priority >= pod.priority and nodes.pod_slot(p.uid) is None
-            ]
-            if not others:
-                continue
-            if scope.extensions or (scope.ports and any(p.host_ports for p in others)):
-                exact.add(slot)
-                continue
-            vec = np.zeros(max(nodes.width, *(len(p.requests) for p in others)), dtype=np.int64)
-            for p in others:
-                vec[: len(p.requests)] += p.requests
-            extra[slot] = vec
+            for p in nominator.nominated_pods_for_node(node_name):
+                if p.priority < priority or p.uid == uid or pod_slot(p.uid) is not None:
+                    continue
+                if scope.extensions or (scope.ports and p.host_ports):
+                    exact.add(slot)
+                slots.append(slot)
+                rows.append(p.requests)
+        if not slots:
+            return None
+        taken = np.zeros((nodes.capacity, width), dtype=np.int64)
+        for slot, r in zip(slots, rows, strict=True):
+            taken[slot, : min(len(r), width)] += r[:width]
+        return taken
 
     def _reprieve(
         self,
-        plugin: Any,
         nodes: NodeTable,
         priority: int,
         batch: list[int],
         sums: np.ndarray,
-        extra: dict[int, np.ndarray],
+        taken: np.ndarray | None,
         scope: Scope,
         pdbs: Sequence[Any],
         now: float,
@@ -549,44 +542,32 @@ class FastDryRun:
         entries = [self.orders.get(nodes, priority, slot, now) for slot in batch]
         m = len(batch)
         cols = list(scope.cols)
-        width = sums.shape[1]
         # Reprieve order per node: PDB-violating victims first, then the others (each group in importance order).
         perms: list[list[int]] = []
-        pdb_flags: list[list[bool]] = []
-        split_both: list[bool] = []
-        for e in entries:
-            k = len(e.victims)
-            if pdbs:
+        pdb_counts: list[int] = []
+        if pdbs:
+            for e in entries:
                 violating, other = filter_pods_with_pdb_violation(e.victims, pdbs)
                 where = {id(p): j for j, p in enumerate(e.victims)}
-                perm = [where[id(p)] for p in violating] + [where[id(p)] for p in other]
-                perms.append(perm)
-                pdb_flags.append([True] * len(violating) + [False] * len(other))
-                split_both.append(bool(violating) and bool(other))
-            else:
-                perms.append(list(range(k)))
-                pdb_flags.append([False] * k)
-                split_both.append(False)
+                perms.append([where[id(p)] for p in violating] + [where[id(p)] for p in other])
+                pdb_counts.append(len(violating) if other else -len(violating))  # negative: no re-sort
         lens = np.fromiter((len(e.victims) for e in entries), dtype=np.intp, count=m)
-        kmax = int(lens.max()) if m else 0
+        kmax = int(lens.max())
         valid = np.arange(kmax)[None, :] < lens[:, None]
+        rows = np.repeat(np.arange(m), lens)
+        first = np.repeat(np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+        ranks = np.arange(len(rows)) - first
+        src = first + np.concatenate([np.asarray(p, dtype=np.intp) for p in perms]) if pdbs else None
         keep = np.zeros((m, kmax), dtype=bool)  # reprieved
-        if cols and kmax:
+        if cols:
             at = np.asarray(batch, dtype=np.intp)
             room = nodes.free[at][:, cols] + sums[at][:, cols]
-            for slot, vec in extra.items():
-                if slot in batch:
-                    j = batch.index(slot)
-                    room[j] -= vec[:width][cols]
+            if taken is not None:
+                room -= taken[at][:, cols]
             need = np.asarray(scope.need, dtype=np.int64)
-            req = np.zeros((m, kmax, len(cols)), dtype=np.int64)
-            rows = np.repeat(np.arange(m), lens)
             flat = np.concatenate([e.reqs for e in entries])[:, cols]
-            first = np.repeat(np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
-            ranks = np.arange(len(rows)) - first
-            if pdbs:
-                flat = flat[first + np.concatenate([np.asarray(p, dtype=np.intp) for p in perms])]
-            req[rows, ranks] = flat
+            req = np.zeros((m, kmax, len(cols)), dtype=np.int64)
+            req[rows, ranks] = flat if src is None else flat[src]
             for k in range(kmax):
                 after = room - req[:, k]
                 ok = valid[:, k] & (after >= need).all(axis=1)
@@ -594,20 +575,53 @@ class FastDryRun:
                 keep[:, k] = ok
         else:
             keep[:] = valid  # nothing checks resources: every victim fits back
-        victim_mask = valid & ~keep
+        victim = valid & ~keep
+
+        # What pickOneNodeForPreemption compares, for all of them at once.
+        prio = np.zeros((m, kmax), dtype=np.int64)
+        start = np.full((m, kmax), np.nan)
+        flat_prio = np.concatenate([e.prios for e in entries])
+        flat_start = np.concatenate([e.starts for e in entries])
+        prio[rows, ranks] = flat_prio if src is None else flat_prio[src]
+        start[rows, ranks] = flat_start if src is None else flat_start[src]
+        count = victim.sum(axis=1)
+        top = np.where(victim, prio, np.iinfo(np.int64).min).max(axis=1)
+        total = np.where(victim, prio, 0).sum(axis=1) + _PRIORITY_OFFSET * count
+        at_top = victim & (prio == top[:, None])
+        unstarted = np.isnan(start)
+        earliest = np.where(at_top & ~unstarted, start, math.inf).min(axis=1)
+        top_unstarted = (at_top & unstarted).any(axis=1)
+        if pdbs:
+            is_violating = np.arange(kmax)[None, :] < np.abs(np.asarray(pdb_counts))[:, None]
+            violations = (victim & is_violating).sum(axis=1).tolist()
+
         out: dict[int, _Outcome] = {}
-        for j, (slot, e) in enumerate(zip(batch, entries, strict=True)):
-            perm = perms[j]
-            row = victim_mask[j].tolist()
-            chosen = [perm[r] for r in range(len(perm)) if row[r]]
-            violations = sum(1 for r in range(len(perm)) if row[r] and pdb_flags[j][r])
-            if split_both[j]:
-                chosen = self._stable_resort(e, chosen, now)
-            victims = [e.victims[c] for c in chosen]
-            if not victims:
+        stats = zip(
+            count.tolist(),
+            top.tolist(),
+            total.tolist(),
+            earliest.tolist(),
+            top_unstarted.tolist(),
+            strict=True,
+        )
+        for j, (slot, e, row, st) in enumerate(zip(batch, entries, victim.tolist(), stats, strict=True)):
+            n_victims, top_j, total_j, earliest_j, unstarted_j = st
+            if not n_victims:
                 out[slot] = _Outcome([], 0, None, Status.success())
                 continue
-            out[slot] = _Outcome(victims, violations, self._stats(e, chosen, violations), None)
+            if pdbs:
+                perm = perms[j]
+                chosen = [perm[r] for r in range(len(perm)) if row[r]]
+                if pdb_counts[j] > 0:  # both groups non-empty: upstream sorts the victims again
+                    chosen = self._stable_resort(e, chosen, now)
+                victims = [e.victims[c] for c in chosen]
+                v = violations[j]
+            else:
+                victims = [p for p, hit in zip(e.victims, row, strict=False) if hit]
+                v = 0
+            out[slot] = _Outcome(
+                victims, v, VictimStats(v, top_j, total_j, n_victims, earliest_j, unstarted_j), None
+            )
         return out
 
     @staticmethod
@@ -621,18 +635,3 @@ class FastDryRun:
             return (-int(prios[c]), now if math.isnan(s) else s)
 
         return sorted(order, key=key)
-
-    @staticmethod
-    def _stats(e: NodeVictims, chosen: list[int], violations: int) -> VictimStats:
-        prios = e.prios[chosen]
-        top = int(prios.max())
-        starts = e.starts[chosen][prios == top]
-        started = starts[~np.isnan(starts)]
-        return VictimStats(
-            violations,
-            top,
-            int(prios.sum()) + _PRIORITY_OFFSET * len(chosen),
-            len(chosen),
-            float(started.min()) if len(started) else math.inf,
-            bool(len(started) < len(starts)),
-        )
