@@ -449,18 +449,24 @@ class FastDryRun:
         outcomes: dict[int, _Outcome] = {}
         stop_at = n  # walk positions before this were evaluated
         pending = interesting.tolist()
+        pending_slots = walk[interesting].tolist()
+        pending_fits = fits_at[interesting].tolist()
+        fit_slots = walk[interesting[fits_at[interesting]]].tolist()  # the safe candidates, in walk order
+        next_fit = 0  # how many of them have been reprieved
         i = 0
         stopped = False
         while i < len(pending) and not stopped:
             pos = pending[i]
-            slot = int(walk[pos])
-            if fits_at[pos] and slot not in outcomes:
+            slot = pending_slots[i]
+            fit = pending_fits[i]
+            if fit and slot not in outcomes:
                 # Reprieve a batch of the next safe candidates at once.
                 want = max(num_candidates - len(clean) - len(violating), 1) + 8
-                batch = [int(walk[p]) for p in pending[i:] if fits_at[p]][:want]
+                batch = fit_slots[next_fit : next_fit + want]
+                next_fit += len(batch)
                 outcomes.update(self._reprieve(nodes, priority, batch, sums, taken, scope, pdbs, now))
             name = names[slot] or ""
-            if fits_at[pos]:
+            if fit:
                 out = outcomes[slot]
                 victims, violations, stats, status = out.victims, out.violations, out.stats, out.status
             else:
