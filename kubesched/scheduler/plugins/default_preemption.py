@@ -18,8 +18,14 @@ evaluator and the asynchronous executor of KEP-4832, on by default since 1.33). 
    lower-priority pods nominated to that node, and for each victim add the ``DisruptionTarget`` condition,
    DELETE it and record a ``Preempted`` event. Until the deletions are issued the pod is gated by PreEnqueue.
 
-The dry run edits the live ``NodeTable`` (without notifying listeners) and always restores it before returning;
-it never awaits, so no other code sees the intermediate state.
+The dry run edits the live ``NodeTable`` (without notifying listeners) and always restores it, the order of the
+node's pods included, before returning; it never awaits, so no other code sees the intermediate state.
+
+Steps 2 and 3 run in bulk where only resources can change the answer (``preemption_victims.py``: the Filter
+plugins once over all nodes with their lower-priority pods' requests given back, the reprieve vectorised across
+nodes, step 4 over precomputed numbers); nodes where ports, pod affinity, topology spread or nominated pods could
+matter, and pods with unknown Filter plugins or PreFilter extensions, get the per-node dry run above. Both give
+the same answers; ``fast_dry_run = False`` keeps the per-node one everywhere (the reference of the tests).
 
 Offline (``kubesched simulate``: no API client) the victims leave the cache at once instead of being deleted
 through the API, so later pods of the same simulation see the room. ``Handle.preemption_evict``, when set, is
