@@ -263,9 +263,13 @@ class VictimOrders:
         keyed = [(-p.priority, now if s is None else s) for p, s in zip(lower, started, strict=True)]
         order = sorted(range(len(lower)), key=keyed.__getitem__)  # stable, as upstream's sort of the list
         victims = [lower[i] for i in order]
-        reqs = np.zeros((len(victims), width), dtype=np.int64)
-        for row, p in zip(reqs, victims, strict=True):
-            row[: len(p.requests)] = p.requests
+        rows = [p.requests for p in victims]
+        if all(len(r) == width for r in rows):
+            reqs = np.array(rows, dtype=np.int64).reshape(len(victims), width)
+        else:  # parsed before the index grew: pad with zeros
+            reqs = np.zeros((len(victims), width), dtype=np.int64)
+            for row, r in zip(reqs, rows, strict=True):
+                row[: len(r)] = r[:width]
         lo, hi = -math.inf, math.inf
         for s in started:
             if s is None:
@@ -280,7 +284,7 @@ class VictimOrders:
             pods,
             victims,
             reqs,
-            np.fromiter((p.priority for p in victims), dtype=np.int64, count=len(victims)),
+            np.array([p.priority for p in victims], dtype=np.int64),
             np.array([math.nan if started[i] is None else started[i] for i in order], dtype=np.float64),
             lo,
             hi,
