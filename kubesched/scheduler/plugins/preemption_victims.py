@@ -27,7 +27,7 @@ same victims in the same order, same PDB violation counts, same statuses of the 
 same errors (``tests/scheduler/test_preemption_fast_path.py`` checks this on random clusters).
 
 Two caches keep the per-cycle Python small: per priority, the summed requests and the number of lower-priority
-pods of every node, brought up to date from the table's ``change_log`` (as ``SlotMemo`` does); per node, its
+pods of every node, kept current by listening to the table's real pod changes; per node, its
 lower-priority pods in upstream's importance order with their requests as a matrix, valid while the node holds
 the same ``PodInfo`` objects and no start time lies between the time it was sorted at and now.
 """
@@ -137,35 +137,60 @@ def scope_for(fw: Framework, state: CycleState, pod: PodInfo, nodes: NodeTable) 
 class LowerPriorityTotals:
     """Per priority P: for every slot, the summed requests of its pods below P and how many there are.
 
-    Kept current from ``NodeTable.change_log`` (every pod add/remove touches its slot); a new priority, a new
-    log epoch, a resized table or a long backlog cost one pass over all pods.
+    Kept current as a ``TableListener`` of the table (registered on first use): only real pod changes notify,
+    not the what-if additions and removals of dry runs and nominated-pod checks, which restore what they touch.
+    A new priority or a resized table costs one pass over all pods.
     """
 
     def __init__(self, max_keys: int = 8) -> None:
         self.max_keys = max_keys
-        self._entries: dict[int, list[Any]] = {}  # priority -> [sums, counts, epoch, log position]
+        self._table: NodeTable | None = None
+        self._entries: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # priority -> (sums, counts)
 
     def get(self, nodes: NodeTable, priority: int) -> tuple[np.ndarray, np.ndarray]:
-        log = nodes.change_log
+        if self._table is None:
+            nodes.add_listener(self)
+            self._table = nodes
         entry = self._entries.get(priority)
-        # The backlog repeats slots (what-if evaluations touch the same nodes again and again): count distinct ones.
-        changed = set(log[entry[3] :]) if entry is not None and entry[2] == nodes.log_epoch else None
-        if (
-            entry is None
-            or changed is None
-            or entry[0].shape != (nodes.capacity, nodes.width)
-            or len(changed) > max(64, nodes.num_nodes // 8)
-        ):
+        if entry is None or entry[0].shape != (nodes.capacity, nodes.width):
             if entry is None and len(self._entries) >= self.max_keys:
                 self._entries.pop(next(iter(self._entries)))
-            sums, counts = self._compute_all(nodes, priority)
-            self._entries[priority] = [sums, counts, nodes.log_epoch, len(log)]
-            return sums, counts
-        sums, counts = entry[0], entry[1]
-        for slot in changed:
-            self._compute_one(nodes, priority, slot, sums, counts)
-        entry[3] = len(log)
-        return sums, counts
+            entry = self._entries[priority] = self._compute_all(nodes, priority)
+        return entry
+
+    @property
+    def table(self) -> NodeTable | None:
+        """The table this follows (the first one ``get`` was called with)."""
+        return self._table
+
+    # TableListener
+
+    def on_pod_added(self, pi: PodInfo, slot: int) -> None:
+        self._count(pi, slot, 1)
+
+    def on_pod_removed(self, pi: PodInfo, slot: int) -> None:
+        self._count(pi, slot, -1)
+
+    def on_pod_replaced(self, old: PodInfo, new: PodInfo, slot: int) -> None:
+        if old.priority != new.priority or not np.array_equal(old.requests, new.requests):
+            self._count(old, slot, -1)
+            self._count(new, slot, 1)
+
+    def on_node_changed(self, slot: int) -> None:
+        pass
+
+    def _count(self, pi: PodInfo, slot: int, sign: int) -> None:
+        stale: list[int] = []
+        for priority, (sums, counts) in self._entries.items():
+            if pi.priority >= priority:
+                continue
+            if slot >= len(counts) or len(pi.requests) > sums.shape[1]:
+                stale.append(priority)  # the table grew: recount on the next get
+                continue
+            sums[slot, : len(pi.requests)] += sign * pi.requests
+            counts[slot] += sign
+        for priority in stale:
+            del self._entries[priority]
 
     @staticmethod
     def _compute_all(nodes: NodeTable, priority: int) -> tuple[np.ndarray, np.ndarray]:
@@ -180,30 +205,13 @@ class LowerPriorityTotals:
                 rows.append(pi.requests)
         if slots:
             at = np.asarray(slots, dtype=np.intp)
-            lengths = {len(r) for r in rows}
-            if lengths == {width}:
+            if all(len(r) == width for r in rows):
                 np.add.at(sums, at, np.stack(rows))
             else:
                 for slot, r in zip(slots, rows, strict=True):
                     sums[slot, : len(r)] += r
             counts += np.bincount(at, minlength=nodes.capacity)
         return sums, counts
-
-    @staticmethod
-    def _compute_one(
-        nodes: NodeTable, priority: int, slot: int, sums: np.ndarray, counts: np.ndarray
-    ) -> None:
-        row = sums[slot]
-        row[:] = 0
-        n = 0
-        for pi in nodes.pods_on(slot).values():
-            if pi.priority < priority:
-                row[: len(pi.requests)] += pi.requests
-                n += 1
-        counts[slot] = n
-
-    def clear(self) -> None:
-        self._entries.clear()
 
 
 # --- per node: the potential victims in upstream's order ----------------------------------------------------
@@ -398,6 +406,8 @@ class FastDryRun:
         pot = np.asarray(potential, dtype=np.intp)
         walk = np.concatenate((pot[offset:], pot[:offset])) if offset else pot
         priority = pod.priority
+        if self.totals.table not in (None, nodes):
+            self.totals = LowerPriorityTotals()  # another table (tests): start over
         sums, counts = self.totals.get(nodes, priority)
         has_victims = counts.take(walk) > 0
 
