@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from kubesched.cluster.background import cancel_and_wait
 from kubesched.cluster.controllers.base import Clock, Controller, Obj
 from kubesched.cluster.controllers.deployment import DeploymentController
 from kubesched.cluster.controllers.disruption import DisruptionController
@@ -150,13 +151,7 @@ class ControllerManager:
         return done
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         if self._observe in self.api.observers:
             self.api.observers.remove(self._observe)

@@ -36,6 +36,7 @@ from kubesched.apimachinery.timefmt import now_rfc3339
 from kubesched.cluster import errors
 from kubesched.cluster.api import ClusterApi
 from kubesched.cluster.auth.tokens import BoundObject, TokenIssuer
+from kubesched.cluster.background import cancel_and_wait
 from kubesched.cluster.kubelet import static, volumes
 from kubesched.cluster.kubelet.backoff import CrashLoopBackoff
 from kubesched.cluster.kubelet.logs import LogWriter, container_log_path
@@ -192,13 +193,7 @@ class ProcessKubelets:
 
     async def stop(self) -> None:
         self._stopping = True
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         workers = list(self._workers.values())
         self._workers.clear()

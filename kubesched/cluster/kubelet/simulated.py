@@ -22,6 +22,7 @@ from typing import Any
 from kubesched.apimachinery.timefmt import now_micro, now_rfc3339
 from kubesched.cluster import errors
 from kubesched.cluster.api import ClusterApi
+from kubesched.cluster.background import cancel_and_wait
 from kubesched.cluster.resources import ResourceType
 
 log = logging.getLogger("kubesched.kubelet")
@@ -275,13 +276,7 @@ class SimulatedKubelets:
         ]
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks = []
 
     async def _pod_loop(self) -> None:
