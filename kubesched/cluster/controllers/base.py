@@ -288,6 +288,16 @@ def new_controller_ref(owner: Obj) -> Obj:
 _META_THAT_MATTERS = ("generation", "labels", "annotations", "ownerReferences", "deletionTimestamp", "uid")
 
 
+def with_owner_refs(obj: Obj, refs: list[Obj]) -> Obj:
+    """A copy of ``obj`` (top level and metadata) whose ownerReferences are ``refs`` (none: the field is dropped)."""
+    meta = dict(meta_of(obj))
+    if refs:
+        meta["ownerReferences"] = refs
+    else:
+        meta.pop("ownerReferences", None)
+    return {**obj, "metadata": meta}
+
+
 def only_status_changed(new: Obj, old: Obj | None) -> bool:
     """A write that changed nothing a controller of this object acts on (typically its own status write)."""
     if old is None or new.get("spec") != old.get("spec"):

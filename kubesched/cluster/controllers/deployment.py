@@ -43,6 +43,7 @@ from kubesched.cluster.controllers.base import (
     parse_time,
     remove_condition,
     scaled_value,
+    with_owner_refs,
 )
 from kubesched.cluster.controllers.podindex import PodIndex
 from kubesched.cluster.storage.interface import Stored
@@ -411,13 +412,7 @@ class _Sync:
         refs = [r for r in meta_of(st.obj).get("ownerReferences") or () if r.get("uid") != uid]
         if adopt:
             refs.append(new_controller_ref(self.d))
-        new = dict(st.obj)
-        nmeta = dict(meta_of(st.obj))
-        if refs:
-            nmeta["ownerReferences"] = refs
-        else:
-            nmeta.pop("ownerReferences", None)
-        new["metadata"] = nmeta
+        new = with_owner_refs(st.obj, refs)
         try:
             out, _ = self.api.update(self.ctl.rs_type, new, st.key[0], st.key[1], field_manager=FIELD_MANAGER)
         except errors.ApiError as e:

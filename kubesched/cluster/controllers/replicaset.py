@@ -42,6 +42,7 @@ from kubesched.cluster.controllers.base import (
     only_status_changed,
     parse_time,
     pod_ready_condition,
+    with_owner_refs,
 )
 from kubesched.cluster.controllers.podindex import PodIndex
 from kubesched.cluster.storage.interface import Stored
@@ -298,13 +299,7 @@ class ReplicaSetController(Controller):
             if controller_ref(cur.obj) is not None:
                 return None  # someone else adopted it meanwhile
             refs.append(new_controller_ref(rs))
-        new = dict(cur.obj)
-        nmeta = dict(meta_of(cur.obj))
-        if refs:
-            nmeta["ownerReferences"] = refs
-        else:
-            nmeta.pop("ownerReferences", None)
-        new["metadata"] = nmeta
+        new = with_owner_refs(cur.obj, refs)
         try:
             st, _ = self.api.update(self.pod_type, new, pkey[0], pkey[1], field_manager=FIELD_MANAGER)
         except errors.ApiError as e:
