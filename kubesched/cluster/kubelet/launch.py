@@ -27,6 +27,7 @@ from typing import Any
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
+O_PATH = getattr(os, "O_PATH", 0o10000000)
 MS_RDONLY = 1
 MS_REMOUNT = 32
 MS_BIND = 4096
@@ -120,19 +121,41 @@ def _ensure_target(target: Path, is_dir: bool, scratch: Path, counter: list[int]
         target.touch()
 
 
-def apply_mounts(mounts: list[dict[str, Any]], scratch: Path) -> None:
+def _hold(path: str | Path) -> str:
+    """A path that keeps naming ``path`` after something is mounted over it or over a folder above it: the
+    process' own file descriptor of it (``/proc/self/fd/N``), which mount(2) and mkdir follow."""
+    return f"/proc/self/fd/{os.open(path, O_PATH)}"
+
+
+def apply_mounts(mounts: list[dict[str, Any]], scratch: Path, keep: list[str] | None = None) -> None:
+    """Bind each volume at its target. ``keep``: folders the container needs whatever its volumes cover (the
+    Python installation and kubesched itself), bound back where a volume hid them."""
     scratch.mkdir(parents=True, exist_ok=True)
     _mount("tmpfs", str(scratch), "tmpfs", 0, "mode=0700")
+    # A volume may be mounted over a folder that holds the scratch space, a later volume's source or the
+    # installation (an emptyDir at /tmp while the data dir or the venv lives under /tmp): take hold of all of
+    # them before the first mount.
+    scratch = Path(_hold(scratch))
+    held = [(m, _hold(m["source"]), Path(m["source"]).is_dir()) for m in mounts]
+    kept = [(path, _hold(path), os.stat(path)) for path in keep or () if os.path.isdir(path)]
     counter = [0]
-    for m in mounts:
-        source, target = Path(m["source"]), Path(m["target"])
-        is_dir = source.is_dir()
+    for m, source, is_dir in held:
+        target = Path(m["target"])
         if target.exists() and target.is_dir() != is_dir:
             raise OSError(f"cannot mount {'a folder' if is_dir else 'a file'} at {target}")
         _ensure_target(target, is_dir, scratch, counter)
-        _mount(str(source), str(target), None, MS_BIND | MS_REC)
+        _mount(source, str(target), None, MS_BIND | MS_REC)
         if m.get("readOnly"):
             _mount(None, str(target), None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    for path, source, before in kept:
+        try:
+            now = os.stat(path)
+        except OSError:
+            now = None
+        if now is not None and (now.st_dev, now.st_ino) == (before.st_dev, before.st_ino):
+            continue
+        _ensure_target(Path(path), True, scratch, counter)
+        _mount(source, path, None, MS_BIND | MS_REC)
 
 
 def main(argv: list[str]) -> int:
@@ -152,7 +175,7 @@ def main(argv: list[str]) -> int:
             set_hostname(spec["hostname"])
         if spec.get("mounts"):
             enter_private_mount_namespace()
-            apply_mounts(spec["mounts"], Path(spec["scratch"]))
+            apply_mounts(spec["mounts"], Path(spec["scratch"]), spec.get("keep"))
         if spec.get("cwd"):
             os.chdir(spec["cwd"])
     except OSError as e:

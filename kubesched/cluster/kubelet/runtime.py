@@ -95,6 +95,13 @@ def image_name(image: str) -> str:
     return last.split("@", 1)[0].split(":", 1)[0]
 
 
+# What a process container runs from: the interpreter, the venv and kubesched's own folder. Bound back in the
+# container's mount namespace if one of its volumes covers them (an emptyDir at /tmp with a venv under /tmp).
+INSTALLATION: list[str] = sorted(
+    {sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[3])}, key=len
+)
+
+
 def mount_namespaces_available() -> bool:
     """Whether the launcher can enter a private mount namespace here (root, or a kernel that allows it)."""
     try:
@@ -446,6 +453,7 @@ class ContainerRun:
             "kubelet_pid": os.getpid(),
             # Namespaces need root, as the mounts do; without them the process keeps the machine's name.
             "hostname": env.get("HOSTNAME", "") if w.kubelet.namespaces else "",
+            "keep": INSTALLATION,
         }
         spec_path.write_text(json.dumps(launch))
         writer = LogWriter(log_path)

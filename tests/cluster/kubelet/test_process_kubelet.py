@@ -375,3 +375,61 @@ async def test_a_process_sees_its_pod_name_as_hostname_and_the_node_name_with_ho
     assert "uname=control-plane-0 env=control-plane-0" in _log_text(cluster, "hostnet-control-plane-0")
     # The machine's own name is untouched.
     assert os.uname().nodename not in ("named-control-plane-0", "control-plane-0")
+
+
+async def test_a_volume_over_tmp_hides_neither_later_volumes_nor_the_installation(
+    cluster: LocalCluster,
+) -> None:
+    """The data dir (pytest's tmp_path) is under /tmp: an emptyDir mounted at /tmp covers the scratch space and the
+    hostPath's source below it, which the launcher holds by file descriptor before the first mount."""
+    pk = cluster.process_kubelets
+    assert pk is not None
+    await pk.namespaces_known.wait()
+    if not pk.namespaces:
+        pytest.skip("mount namespaces need root")
+    assert str(cluster.options.data_dir).startswith("/tmp/")
+    data = cluster.options.data_dir / "nodes" / "control-plane-0" / "srv" / "data"
+    data.mkdir(parents=True)
+    (data / "hello.txt").write_text("from the host\n")
+    extra = """    volumeMounts:
+    - {name: scratch, mountPath: /tmp}
+    - {name: data, mountPath: /srv/data}
+  volumes:
+  - {name: scratch, emptyDir: {}}
+  - {name: data, hostPath: {path: /srv/data}}
+"""
+    probe = f"/tmp/emptydir-probe-{os.getpid()}"
+    script = (
+        f'echo written > {probe} && echo "tmp=$(cat {probe}) data=$(cat /srv/data/hello.txt)"; exec sleep 60'
+    )
+    drop(cluster, "vols.yaml", pod_manifest("vols", script, extra=extra))
+    await wait_for(lambda: "tmp=" in _log_text(cluster, "vols-control-plane-0"), timeout=20)
+    assert "tmp=written data=from the host" in _log_text(cluster, "vols-control-plane-0")
+    assert not Path(probe).exists()  # written to the emptyDir, not to the host's /tmp
+
+
+def test_the_installation_is_bound_back_over_a_volume_that_covers_it(tmp_path: Path) -> None:
+    """A venv under /tmp (as a CI clone may be) stays visible to the container when a volume is mounted at /tmp."""
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("mount namespaces need root")
+    install = tmp_path / "venv"
+    install.mkdir()
+    (install / "marker").write_text("installed")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = f"""
+import os
+from pathlib import Path
+from kubesched.cluster.kubelet.launch import apply_mounts, enter_private_mount_namespace
+enter_private_mount_namespace()
+apply_mounts([{{"source": {str(empty)!r}, "target": "/tmp"}}], Path({str(tmp_path / "scratch")!r}), [{str(install)!r}])
+print(open({str(install / "marker")!r}).read(), sorted(os.listdir("/tmp")))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    marker, listing = out.stdout.split(" ", 1)
+    assert marker == "installed"
+    assert "pytest-of-root" in listing or tmp_path.parts[2] in listing  # the path to the venv exists again
