@@ -55,15 +55,18 @@ class Kubectl:
         self.binary = binary
         self.base = [binary, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache_dir)]
 
-    def __call__(self, *args: str, input: str | None = None, check: bool = True,
-                 timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
         r = subprocess.run([*self.base, *args], input=input, capture_output=True, text=True, timeout=timeout)
         if check and r.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
         return r
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([*self.base, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [*self.base, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
 
 
 # --- the scheduler as a process ----------------------------------------------------------------------------------
@@ -131,14 +134,27 @@ class SchedulerProcess:
         return self.proc.returncode
 
 
-def start_scheduler(kubeconfig: Path, *flags: str, port: int | None = None, timeout: float = 30.0) -> SchedulerProcess:
+def start_scheduler(
+    kubeconfig: Path, *flags: str, port: int | None = None, timeout: float = 30.0
+) -> SchedulerProcess:
     """Start ``kubesched scheduler --kubeconfig K --secure-port P --bind-address 127.0.0.1 <flags>`` and wait until
     ``/healthz`` answers on the secure port (it answers once the informers are started, leading or not)."""
     import threading
 
     port = port or free_port()
-    cmd = [sys.executable, "-m", "kubesched.cli", "scheduler", "--kubeconfig", str(kubeconfig),
-           "--secure-port", str(port), "--bind-address", "127.0.0.1", *flags]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kubesched.cli",
+        "scheduler",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--secure-port",
+        str(port),
+        "--bind-address",
+        "127.0.0.1",
+        *flags,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     lines: list[str] = []
 

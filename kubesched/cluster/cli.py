@@ -18,7 +18,9 @@ from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="cluster_command", metavar="ACTION")
     up = sub.add_parser("up", help="start an API server with simulated nodes (foreground)")
-    up.add_argument("--port", type=int, default=6443, help="port to serve on (default 6443; 0 picks a free one)")
+    up.add_argument(
+        "--port", type=int, default=6443, help="port to serve on (default 6443; 0 picks a free one)"
+    )
     up.add_argument("--bind-address", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     up.add_argument("--nodes", type=int, default=3, help="number of simulated nodes (default 3)")
     up.add_argument("--node-cpu", default="32", help="CPU capacity of each node (default 32)")
@@ -26,40 +28,96 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--node-pods", type=int, default=110, help="pod capacity of each node (default 110)")
     up.add_argument("--node-name-prefix", default="node-", help="simulated node names are <prefix><index>")
     up.add_argument("--zones", type=int, default=3, help="spread nodes over this many zones (default 3)")
-    up.add_argument("--data-dir", type=Path, default=Path.home() / ".kubesched" / "cluster",
-                    help="where certificates and the kubeconfig are written (default ~/.kubesched/cluster)")
-    up.add_argument("--kubeconfig-out", type=Path, default=None,
-                    help="where to write the admin kubeconfig (default <data-dir>/admin.kubeconfig)")
+    up.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path.home() / ".kubesched" / "cluster",
+        help="where certificates and the kubeconfig are written (default ~/.kubesched/cluster)",
+    )
+    up.add_argument(
+        "--kubeconfig-out",
+        type=Path,
+        default=None,
+        help="where to write the admin kubeconfig (default <data-dir>/admin.kubeconfig)",
+    )
     up.add_argument("--insecure-http", action="store_true", help="serve plain HTTP without authentication")
-    up.add_argument("--watch-history", type=int, default=DEFAULT_HISTORY_SIZE,
-                    help="change events kept per resource for watch resumption (older → 410 Expired)")
-    up.add_argument("--node-heartbeat-interval", type=float, default=10.0,
-                    help="seconds between node Lease renewals (default 10, as the kubelet)")
-    up.add_argument("--bookmark-interval", type=float, default=60.0,
-                    help="seconds between watch bookmarks for clients that allow them (default 60)")
-    up.add_argument("--node-metrics-port", type=int, default=None, metavar="PORT",
-                    help="serve node-exporter metrics of all simulated nodes at http://<bind-address>:PORT/metrics "
-                         "(0 picks a free port; default: off)")
-    up.add_argument("--node-usage-share", type=float, default=DEFAULT_USAGE_SHARE,
-                    help="a pod without usage annotations uses this share of its requests "
-                         f"(default {DEFAULT_USAGE_SHARE})")
-    up.add_argument("--node-metrics-cpu-series", choices=CPU_SERIES_CHOICES, default="per-core",
-                    help="node_cpu_seconds_total series per node and mode: one per core (as node-exporter), or "
-                         "'one' averaged core (crane's rules read the same load; far fewer series at 5,000 nodes)")
-    up.add_argument("--authorization-mode", choices=("RBAC", "AlwaysAllow"), default="RBAC",
-                    help="RBAC (default, as kube-apiserver) or AlwaysAllow (any authenticated user may do anything)")
-    up.add_argument("--token-auth-file", type=Path, default=None, metavar="FILE",
-                    help='bearer tokens as kube-apiserver reads them: CSV rows token,user,uid[,"group1,group2"]')
-    up.add_argument("--controllers", default="*", metavar="LIST",
-                    help="controllers to run, as kube-controller-manager's flag: '*' all, 'foo' enables, '-foo' "
-                         f"disables, '' none (known: {', '.join(KNOWN_CONTROLLERS)}; default '*')")
-    up.add_argument("--no-controllers", action="store_true", help="run no controllers (same as --controllers='')")
-    up.add_argument("--control-plane-nodes", type=int, default=1, metavar="N",
-                    help="nodes control-plane-0..N-1 (tainted NoSchedule, InternalIP 127.0.1.x, root folder "
-                         "<data-dir>/nodes/<node>/) whose kubelet runs static pods and pods of --process-image as "
-                         "local processes (default 1)")
-    up.add_argument("--process-image", default="kubesched",
-                    help="image whose containers run as kubesched processes on control-plane nodes (default kubesched)")
+    up.add_argument(
+        "--watch-history",
+        type=int,
+        default=DEFAULT_HISTORY_SIZE,
+        help="change events kept per resource for watch resumption (older → 410 Expired)",
+    )
+    up.add_argument(
+        "--node-heartbeat-interval",
+        type=float,
+        default=10.0,
+        help="seconds between node Lease renewals (default 10, as the kubelet)",
+    )
+    up.add_argument(
+        "--bookmark-interval",
+        type=float,
+        default=60.0,
+        help="seconds between watch bookmarks for clients that allow them (default 60)",
+    )
+    up.add_argument(
+        "--node-metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve node-exporter metrics of all simulated nodes at http://<bind-address>:PORT/metrics "
+        "(0 picks a free port; default: off)",
+    )
+    up.add_argument(
+        "--node-usage-share",
+        type=float,
+        default=DEFAULT_USAGE_SHARE,
+        help="a pod without usage annotations uses this share of its requests "
+        f"(default {DEFAULT_USAGE_SHARE})",
+    )
+    up.add_argument(
+        "--node-metrics-cpu-series",
+        choices=CPU_SERIES_CHOICES,
+        default="per-core",
+        help="node_cpu_seconds_total series per node and mode: one per core (as node-exporter), or "
+        "'one' averaged core (crane's rules read the same load; far fewer series at 5,000 nodes)",
+    )
+    up.add_argument(
+        "--authorization-mode",
+        choices=("RBAC", "AlwaysAllow"),
+        default="RBAC",
+        help="RBAC (default, as kube-apiserver) or AlwaysAllow (any authenticated user may do anything)",
+    )
+    up.add_argument(
+        "--token-auth-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help='bearer tokens as kube-apiserver reads them: CSV rows token,user,uid[,"group1,group2"]',
+    )
+    up.add_argument(
+        "--controllers",
+        default="*",
+        metavar="LIST",
+        help="controllers to run, as kube-controller-manager's flag: '*' all, 'foo' enables, '-foo' "
+        f"disables, '' none (known: {', '.join(KNOWN_CONTROLLERS)}; default '*')",
+    )
+    up.add_argument(
+        "--no-controllers", action="store_true", help="run no controllers (same as --controllers='')"
+    )
+    up.add_argument(
+        "--control-plane-nodes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="nodes control-plane-0..N-1 (tainted NoSchedule, InternalIP 127.0.1.x, root folder "
+        "<data-dir>/nodes/<node>/) whose kubelet runs static pods and pods of --process-image as "
+        "local processes (default 1)",
+    )
+    up.add_argument(
+        "--process-image",
+        default="kubesched",
+        help="image whose containers run as kubesched processes on control-plane nodes (default kubesched)",
+    )
     up.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
 
 
@@ -67,8 +125,10 @@ def run(args: argparse.Namespace) -> int:
     if args.cluster_command != "up":
         print("usage: kubesched cluster up [flags]  (see kubesched cluster up --help)", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.DEBUG if args.verbosity >= 4 else logging.INFO if args.verbosity else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbosity >= 4 else logging.INFO if args.verbosity else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if args.nodes < 0:
         print("kubesched cluster up: --nodes must be >= 0", file=sys.stderr)
         return 2
@@ -79,7 +139,9 @@ def run(args: argparse.Namespace) -> int:
         print("kubesched cluster up: --node-metrics-port must be in 0..65535", file=sys.stderr)
         return 2
     if args.token_auth_file is not None and not args.token_auth_file.expanduser().is_file():
-        print(f"kubesched cluster up: --token-auth-file {args.token_auth_file}: no such file", file=sys.stderr)
+        print(
+            f"kubesched cluster up: --token-auth-file {args.token_auth_file}: no such file", file=sys.stderr
+        )
         return 2
     try:
         controllers = frozenset() if args.no_controllers else parse_controllers(args.controllers)
@@ -119,7 +181,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(run_forever(cluster, ready + "kubesched cluster: ready"))
     except OSError as e:
-        print(f"kubesched cluster up: cannot serve on {args.bind_address}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        print(
+            f"kubesched cluster up: cannot serve on {args.bind_address}:{args.port}: {e.strerror or e}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         pass

@@ -55,7 +55,10 @@ def qualified(resource: str, group: str) -> str:
 
 def not_found(resource: str, name: str, group: str = "") -> ApiError:
     return ApiError(
-        404, "NotFound", f'{qualified(resource, group)} "{name}" not found', details=_details(name, resource, group)
+        404,
+        "NotFound",
+        f'{qualified(resource, group)} "{name}" not found',
+        details=_details(name, resource, group),
     )
 
 
@@ -81,7 +84,9 @@ def conflict(resource: str, name: str, why: str, group: str = "") -> ApiError:
     )
 
 
-OPTIMISTIC_LOCK = "the object has been modified; please apply your changes to the latest version and try again"
+OPTIMISTIC_LOCK = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
 
 
 def stale(resource: str, name: str, group: str = "") -> ApiError:
@@ -134,12 +139,18 @@ def forbidden(message: str, *, name: str | None = None, resource: str = "", grou
     return ApiError(403, "Forbidden", message, details=_details(name, resource, group))
 
 
-def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> ApiError:
+def method_not_allowed(
+    message: str = "the server does not allow this method on the requested resource",
+) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message, details={})
 
 
 def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type})")
+    return ApiError(
+        415,
+        "UnsupportedMediaType",
+        f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type})",
+    )
 
 
 def expired(message: str) -> ApiError:

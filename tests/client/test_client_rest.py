@@ -502,13 +502,15 @@ async def _raw_server(answer: Any) -> tuple[asyncio.AbstractServer, str, list[by
 
 
 async def test_client_reads_chunked_and_close_delimited_answers() -> None:
-    answers = iter([
-        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-        b"Transfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3;ext=1\r\n:1}\r\n0\r\nX-Trailer: y\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"b\":2}",
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"c\":3}",
-        b"HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok",
-    ])
+    answers = iter(
+        [
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b'Transfer-Encoding: chunked\r\n\r\n4\r\n{"a"\r\n3;ext=1\r\n:1}\r\n0\r\nX-Trailer: y\r\n\r\n',
+            b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{"b":2}',
+            b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{"c":3}',
+            b"HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok",
+        ]
+    )
 
     async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
         data = next(answers)
@@ -544,7 +546,9 @@ async def test_client_keeps_connections_alive_and_encodes_queries(server: FakeSe
 
     server.handler = handler
     async with ApiClient(server.url, max_connections=2) as client:
-        await asyncio.gather(*(client.list("v1", "pods", label_selector="app in (a b),x!=y+z") for _ in range(20)))
+        await asyncio.gather(
+            *(client.list("v1", "pods", label_selector="app in (a b),x!=y+z") for _ in range(20))
+        )
     assert len(peers) <= 2  # 20 requests over at most two kept-alive connections
     assert {r.query["labelSelector"] for r in server.requests} == {"app in (a b),x!=y+z"}
 
@@ -573,7 +577,7 @@ async def test_client_reports_a_connection_closed_mid_answer() -> None:
     import aiohttp
 
     async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial")
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"partial')
         await writer.drain()
         return False  # close
 
@@ -614,7 +618,9 @@ async def test_client_reads_a_large_chunked_answer_sent_in_pieces() -> None:
     wire = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
 
     async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
         for i in range(0, len(wire), 4093):  # boundaries that fall anywhere in the chunk framing
             writer.write(wire[i : i + 4093])
             await writer.drain()

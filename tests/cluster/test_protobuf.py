@@ -1111,7 +1111,9 @@ ROUND_TRIPS: dict[str, dict[str, Any]] = {
 # RBAC objects and the authentication/authorization requests kubectl's typed clients send (create role,
 # auth can-i, auth whoami, create token).
 _META = {"name": "x", "creationTimestamp": None}
-_SAR_SPEC = {"resourceAttributes": {"namespace": "ns", "verb": "list", "group": "apps", "resource": "deployments"}}
+_SAR_SPEC = {
+    "resourceAttributes": {"namespace": "ns", "verb": "list", "group": "apps", "resource": "deployments"}
+}
 ROUND_TRIPS.update(
     {
         "role": {
@@ -1195,7 +1197,6 @@ ROUND_TRIPS.update(
         },
     }
 )
-
 
 
 @pytest.mark.parametrize("name", sorted(ROUND_TRIPS))

@@ -169,7 +169,10 @@ def test_get_watch_streams_changes(kubectl: Kubectl) -> None:
 def test_invalid_name_message(kubectl: Kubectl) -> None:
     r = kubectl("create", "configmap", "Bad_Name", check=False)
     assert r.returncode != 0
-    assert 'ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain' in r.stderr
+    assert (
+        'ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain'
+        in r.stderr
+    )
 
 
 def test_namespace_delete_cascades(kubectl: Kubectl) -> None:
@@ -208,7 +211,9 @@ spec:
     obj = json.loads(kubectl("get", "wd", "w1", "-o", "json").stdout)
     assert obj["spec"]["size"] == 4
     assert obj["metadata"]["generation"] == 2
-    kubectl("patch", "widget", "w1", "--subresource=status", "--type=merge", "-p", '{"status":{"ready":true}}')
+    kubectl(
+        "patch", "widget", "w1", "--subresource=status", "--type=merge", "-p", '{"status":{"ready":true}}'
+    )
     obj = json.loads(kubectl("get", "widget", "w1", "-o", "json").stdout)
     assert obj["status"] == {"ready": True}
     assert obj["metadata"]["generation"] == 2  # status writes do not bump generation

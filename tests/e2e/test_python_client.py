@@ -102,15 +102,22 @@ def test_watch_sees_live_events(core: client.CoreV1Api) -> None:
 
     def watcher() -> None:
         w = watch.Watch()
-        for ev in w.stream(core.list_namespaced_config_map, "default", resource_version=rv,
-                           label_selector="live=yes", timeout_seconds=10):
-            got.append(f'{ev["type"]}:{ev["object"].metadata.name}')
+        for ev in w.stream(
+            core.list_namespaced_config_map,
+            "default",
+            resource_version=rv,
+            label_selector="live=yes",
+            timeout_seconds=10,
+        ):
+            got.append(f"{ev['type']}:{ev['object'].metadata.name}")
             w.stop()
 
     t = threading.Thread(target=watcher)
     t.start()
     time.sleep(0.5)
-    core.create_namespaced_config_map("default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="not-me")))
+    core.create_namespaced_config_map(
+        "default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="not-me"))
+    )
     core.create_namespaced_config_map(
         "default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="me", labels={"live": "yes"}))
     )
@@ -129,7 +136,9 @@ def test_expired_watch_gets_410(small_history_cluster: ClusterProcess) -> None:
     core = client.CoreV1Api(make_client(small_history_cluster.kubeconfig))
     old_rv = core.list_namespaced_config_map("default").metadata.resource_version
     for i in range(10):
-        core.create_namespaced_config_map("default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"h{i}")))
+        core.create_namespaced_config_map(
+            "default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"h{i}"))
+        )
     resp = core.list_namespaced_config_map(
         "default", watch=True, resource_version=old_rv, timeout_seconds=5, _preload_content=False
     )

@@ -57,7 +57,8 @@ LEADER_FLAGS = (
     f"--leader-elect-lease-duration={LEASE_DURATION:g}s",
     f"--leader-elect-renew-deadline={RENEW_DEADLINE:g}s",
     f"--leader-elect-retry-period={RETRY_PERIOD:g}s",
-    "-v", "2",  # logs the candidate identity, to match the Lease holder with a process
+    "-v",
+    "2",  # logs the candidate identity, to match the Lease holder with a process
 )
 # client-go's acquire loop sleeps retryPeriod * [1, 2.2) between attempts (JitterFactor 1.2).
 MAX_RETRY_SLEEP = RETRY_PERIOD * 2.2
@@ -81,11 +82,18 @@ def wait_for(what: str, probe: Callable[[], T], timeout: float = 20.0, interval:
         time.sleep(interval)
 
 
-def pod(name: str, *, cpu: str = "100m", memory: str = "64Mi", scheduler: str | None = None,
-        priority_class: str | None = None) -> dict[str, Any]:
+def pod(
+    name: str,
+    *,
+    cpu: str = "100m",
+    memory: str = "64Mi",
+    scheduler: str | None = None,
+    priority_class: str | None = None,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "containers": [{"name": "c", "image": IMAGE,
-                        "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+        "containers": [
+            {"name": "c", "image": IMAGE, "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+        ],
     }
     if scheduler is not None:
         spec["schedulerName"] = scheduler
@@ -130,8 +138,11 @@ class Env:
         return self.get("events.v1.events.k8s.io", "-n", NS)["items"]
 
     def events_about(self, name: str, reason: str | None = None) -> list[dict[str, Any]]:
-        return [e for e in self.events() if e["regarding"].get("name") == name
-                and (reason is None or e.get("reason") == reason)]
+        return [
+            e
+            for e in self.events()
+            if e["regarding"].get("name") == name and (reason is None or e.get("reason") == reason)
+        ]
 
     def lease(self) -> dict[str, Any]:
         return self.get("lease", "-n", "kube-system", "kube-scheduler")
@@ -203,7 +214,9 @@ def metric_samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], fl
     return out
 
 
-def sample(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float | None:
+def sample(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
 
@@ -221,8 +234,11 @@ def leaders(scheds: list[SchedulerProcess]) -> list[SchedulerProcess]:
 
 
 def identity_of(s: SchedulerProcess) -> str:
-    line = wait_for("the candidate identity in the log", lambda: next(
-        (ln for ln in s.output if " for the leader lease " in ln), ""), timeout=5)
+    line = wait_for(
+        "the candidate identity in the log",
+        lambda: next((ln for ln in s.output if " for the leader lease " in ln), ""),
+        timeout=5,
+    )
     return line.split("candidate ", 1)[1].split(" for the leader lease", 1)[0]
 
 
@@ -261,8 +277,10 @@ def test_two_profiles_place_their_pods_and_an_unknown_scheduler_name_is_left_alo
     env.scheduler("--config", str(config))
 
     packed = [f"packed-{i}" for i in range(4)]
-    env.create(*(pod(n, cpu="500m", memory="1Gi", scheduler="packer") for n in packed),
-               pod("orphan", scheduler="no-such-scheduler"))
+    env.create(
+        *(pod(n, cpu="500m", memory="1Gi", scheduler="packer") for n in packed),
+        pod("orphan", scheduler="no-such-scheduler"),
+    )
     packed_nodes = wait_for("packer's pods to be bound", lambda: env.bound(*packed))
     # MostAllocated: after the first pod every other one goes where the most is already requested.
     assert len(set(packed_nodes.values())) == 1, packed_nodes
@@ -275,8 +293,10 @@ def test_two_profiles_place_their_pods_and_an_unknown_scheduler_name_is_left_alo
     assert packer_node not in spread_nodes.values(), (packer_node, spread_nodes)
     assert len(set(spread_nodes.values())) == 2
 
-    expected = {**{n: ("packer", packed_nodes[n]) for n in packed},
-                **{n: ("default-scheduler", spread_nodes[n]) for n in spread}}
+    expected = {
+        **{n: ("packer", packed_nodes[n]) for n in packed},
+        **{n: ("default-scheduler", spread_nodes[n]) for n in spread},
+    }
     pods = env.pods()
 
     def scheduled_events() -> dict[str, dict[str, Any]] | None:
@@ -288,13 +308,21 @@ def test_two_profiles_place_their_pods_and_an_unknown_scheduler_name_is_left_alo
         e = by_pod[name]
         assert e["type"] == "Normal" and e["action"] == "Binding"
         assert e["reportingController"] == profile
-        assert e["reportingInstance"] == f"{profile}-{socket.gethostname()}"  # client-go's "<controller>-<host>"
+        assert (
+            e["reportingInstance"] == f"{profile}-{socket.gethostname()}"
+        )  # client-go's "<controller>-<host>"
         assert e["note"] == f"Successfully assigned {NS}/{name} to {node}"
         assert e["regarding"]["uid"] == pods[name]["metadata"]["uid"]
     # The same events through core/v1, as `kubectl get events` shows them: source is the profile.
-    core = {e["involvedObject"]["name"]: e for e in env.get("events", "-n", NS)["items"] if e["reason"] == "Scheduled"}
+    core = {
+        e["involvedObject"]["name"]: e
+        for e in env.get("events", "-n", NS)["items"]
+        if e["reason"] == "Scheduled"
+    }
     assert {n: core[n]["source"]["component"] for n in expected} == {n: p for n, (p, _) in expected.items()}
-    assert all(core[n]["message"] == f"Successfully assigned {NS}/{n} to {node}" for n, (_, node) in expected.items())
+    assert all(
+        core[n]["message"] == f"Successfully assigned {NS}/{n} to {node}" for n, (_, node) in expected.items()
+    )
 
     # No profile is named no-such-scheduler: the pod is nobody's to touch, not even with a condition or event.
     orphan = env.pods()["orphan"]
@@ -319,11 +347,14 @@ def test_unschedulable_pod_reports_why_and_is_placed_when_room_appears(make_env:
     # Every node is short of CPU (a Filter rejection preemption might resolve). The PostFilter plugins of the
     # 1.36 default profile answer in order: DynamicResources has no claims to free, and DefaultPreemption finds
     # nothing of lower priority than the pod on any of the three nodes.
-    expected = ("0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, "
-                "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.")
+    expected = (
+        "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, "
+        "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+    )
     failed = wait_for("a FailedScheduling event", lambda: env.events_about("big", "FailedScheduling"))
     assert [(e["type"], e["action"], e["reportingController"]) for e in failed] == [
-        ("Warning", "Scheduling", "default-scheduler")]
+        ("Warning", "Scheduling", "default-scheduler")
+    ]
     assert failed[0]["note"] == expected
     # The same message in the pod's PodScheduled condition, which `kubectl describe` and autoscalers read.
     cond = wait_for("PodScheduled=False on the pod", lambda: condition(env.pods()["big"], "PodScheduled"))
@@ -382,7 +413,10 @@ def test_preemption_evicts_one_victim_nominates_and_binds(make_env: Callable[...
         # The victim was marked with why it goes, then deleted.
         last = watch.states(victim)[-1]
         target = condition(last, "DisruptionTarget")
-        assert target is not None and (target["status"], target["reason"]) == ("True", "PreemptionByScheduler")
+        assert target is not None and (target["status"], target["reason"]) == (
+            "True",
+            "PreemptionByScheduler",
+        )
         assert target["message"] == "default-scheduler: preempting to accommodate a higher priority pod"
         assert any(s["metadata"].get("deletionTimestamp") for s in watch.states(victim))
     finally:
@@ -397,7 +431,9 @@ def test_preemption_evicts_one_victim_nominates_and_binds(make_env: Callable[...
     # vip's first attempt failed; preemption succeeded, so the message has no "preemption:" part.
     failed = env.events_about("vip", "FailedScheduling")
     assert [f["note"] for f in failed] == ["0/3 nodes are available: 3 Insufficient cpu."]
-    assert [f["note"] for f in env.events_about("vip", "Scheduled")] == [f"Successfully assigned {NS}/vip to {node}"]
+    assert [f["note"] for f in env.events_about("vip", "Scheduled")] == [
+        f"Successfully assigned {NS}/vip to {node}"
+    ]
 
 
 # --- 4. leader election --------------------------------------------------------------------------------------------
@@ -422,7 +458,7 @@ def test_leader_election_failover_binds_every_pod_exactly_once(make_env: Callabl
         env.create(pod("sentinel", scheduler="nobody"))
         wait_for("the pod watch", lambda: "sentinel" in watch.names())
         names = [f"p-{i:02d}" for i in range(60)]
-        batches = [names[i:i + 5] for i in range(0, len(names), 5)]
+        batches = [names[i : i + 5] for i in range(0, len(names), 5)]
         killed_at = 0.0
         for i, batch in enumerate(batches):
             env.create(*(pod(n) for n in batch))
@@ -467,8 +503,10 @@ def test_leader_election_failover_binds_every_pod_exactly_once(make_env: Callabl
     assert "sentinel" not in per_pod
     # Who bound what, from each process's log ("Scheduled <pod>: Successfully assigned ..." once bound):
     # the old leader before it died, the new one after, the third process nothing, and no pod both.
-    claims = {id(s): {ln.split("Scheduled ", 1)[1].split(":", 1)[0] for ln in s.output if "] Scheduled " in ln}
-              for s in scheds}
+    claims = {
+        id(s): {ln.split("Scheduled ", 1)[1].split(":", 1)[0] for ln in s.output if "] Scheduled " in ln}
+        for s in scheds
+    }
     by_old, by_new = claims[id(old)], claims[id(new[0])]
     third = next(s for s in followers if s is not new[0])
     assert claims[id(third)] == set()
@@ -480,12 +518,20 @@ def test_leader_election_failover_binds_every_pod_exactly_once(make_env: Callabl
     missing = [n for n in names if n not in per_pod or n not in by_old | by_new]
     pods = env.pods()
     for n in missing:
-        bound_at = datetime.strptime(condition(pods[n], "PodScheduled")["lastTransitionTime"],  # type: ignore[index]
-                                     "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        bound_at = (
+            datetime.strptime(
+                condition(pods[n], "PodScheduled")["lastTransitionTime"],  # type: ignore[index]
+                "%Y-%m-%dT%H:%M:%SZ",
+            )
+            .replace(tzinfo=UTC)
+            .timestamp()
+        )
         assert bound_at <= killed_wall + 1, (n, bound_at, killed_wall)
     assert len(missing) <= 3, missing
-    print(f"pods bound by the old leader: {len(by_old)}, by the new one: {len(by_new)}; "
-          f"{len(missing)} without event or log line")
+    print(
+        f"pods bound by the old leader: {len(by_old)}, by the new one: {len(by_new)}; "
+        f"{len(missing)} without event or log line"
+    )
 
 
 def test_leader_that_loses_the_lease_exits_and_schedules_nothing(make_env: Callable[..., Env]) -> None:
@@ -507,8 +553,13 @@ def test_leader_that_loses_the_lease_exits_and_schedules_nothing(make_env: Calla
     # Someone else takes the lease for an hour: the leader must notice at its next renewal and exit 1.
     lease = env.lease()
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    lease["spec"].update(holderIdentity="thief", leaseDurationSeconds=3600, acquireTime=now, renewTime=now,
-                         leaseTransitions=lease["spec"].get("leaseTransitions", 0) + 1)
+    lease["spec"].update(
+        holderIdentity="thief",
+        leaseDurationSeconds=3600,
+        acquireTime=now,
+        renewTime=now,
+        leaseTransitions=lease["spec"].get("leaseTransitions", 0) + 1,
+    )
     del lease["metadata"]["resourceVersion"]  # unconditional: the leader renews every second
     stolen_at = time.monotonic()
     env.kubectl("replace", "-f", "-", input=json.dumps(lease))
@@ -547,8 +598,13 @@ def test_two_active_schedulers_never_bind_a_pod_twice(make_env: Callable[..., En
         watch.stop()
     for n in names:
         assert {s["spec"].get("nodeName") for s in watch.states(n)} - {None, ""} == {nodes[n]}, n
-    scheduled = wait_for("one Scheduled event per pod", lambda: (lambda ev: ev if len(ev) >= len(names) else None)(
-        [e for e in env.events() if e["reason"] == "Scheduled"]), timeout=10)
+    scheduled = wait_for(
+        "one Scheduled event per pod",
+        lambda: (lambda ev: ev if len(ev) >= len(names) else None)(
+            [e for e in env.events() if e["reason"] == "Scheduled"]
+        ),
+        timeout=10,
+    )
     per_pod = Counter(e["regarding"]["name"] for e in scheduled)
     assert per_pod == Counter(names)
     assert all((e.get("series") or {}).get("count", 1) == 1 for e in scheduled)
@@ -556,8 +612,10 @@ def test_two_active_schedulers_never_bind_a_pod_twice(make_env: Callable[..., En
     assert [e for e in env.events() if e["reason"] == "FailedScheduling"] == []
     refused = sum(ln.count("was bound by someone else") for s in scheds for ln in s.output)
     assert 0 < refused <= len(names)  # the race did happen, and only a loser of a race logs it
-    claims = [{ln.split("Scheduled ", 1)[1].split(":", 1)[0] for ln in s.output if "] Scheduled " in ln}
-              for s in scheds]
+    claims = [
+        {ln.split("Scheduled ", 1)[1].split(":", 1)[0] for ln in s.output if "] Scheduled " in ln}
+        for s in scheds
+    ]
     assert not claims[0] & claims[1] and claims[0] | claims[1] == set(names)
     print(f"bindings refused with 409 and dropped: {refused}; pods bound by each: {[len(c) for c in claims]}")
 
@@ -600,24 +658,53 @@ def test_secure_port_serves_health_and_metrics(make_env: Callable[..., Env]) -> 
 
     def settled() -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
         m = metric_samples(s.metrics())
-        pending = {q: sample(m, "scheduler_pending_pods", queue=q) for q in ("active", "backoff", "unschedulable", "gated")}
-        ok = (sample(m, "scheduler_schedule_attempts_total", profile="default-scheduler", result="scheduled") == 5
-              and pending == {"active": 0, "backoff": 0, "unschedulable": 1, "gated": 0})
+        pending = {
+            q: sample(m, "scheduler_pending_pods", queue=q)
+            for q in ("active", "backoff", "unschedulable", "gated")
+        }
+        ok = sample(
+            m, "scheduler_schedule_attempts_total", profile="default-scheduler", result="scheduled"
+        ) == 5 and pending == {"active": 0, "backoff": 0, "unschedulable": 1, "gated": 0}
         return m if ok else None
 
     m = wait_for("the metrics to show 5 scheduled and 1 unschedulable pod", settled, timeout=10)
-    assert sample(m, "scheduler_schedule_attempts_total", profile="default-scheduler", result="unschedulable") == 1
-    assert sample(m, "scheduler_schedule_attempts_total", profile="default-scheduler", result="error") in (None, 0)
-    assert sample(m, "scheduler_scheduling_attempt_duration_seconds_count",
-                  profile="default-scheduler", result="scheduled") == 5
-    assert sample(m, "scheduler_scheduling_attempt_duration_seconds_count",
-                  profile="default-scheduler", result="unschedulable") == 1
+    assert (
+        sample(m, "scheduler_schedule_attempts_total", profile="default-scheduler", result="unschedulable")
+        == 1
+    )
+    assert sample(m, "scheduler_schedule_attempts_total", profile="default-scheduler", result="error") in (
+        None,
+        0,
+    )
+    assert (
+        sample(
+            m,
+            "scheduler_scheduling_attempt_duration_seconds_count",
+            profile="default-scheduler",
+            result="scheduled",
+        )
+        == 5
+    )
+    assert (
+        sample(
+            m,
+            "scheduler_scheduling_attempt_duration_seconds_count",
+            profile="default-scheduler",
+            result="unschedulable",
+        )
+        == 1
+    )
     assert sample(m, "scheduler_pod_scheduling_sli_duration_seconds_count", attempts="1") == 5
     assert sample(m, "scheduler_pod_scheduling_sli_duration_seconds_bucket", attempts="1", le="+Inf") == 5
 
     def extension_point(point: str, status: str) -> float | None:
-        return sample(m, "scheduler_framework_extension_point_duration_seconds_count",
-                      extension_point=point, profile="default-scheduler", status=status)
+        return sample(
+            m,
+            "scheduler_framework_extension_point_duration_seconds_count",
+            extension_point=point,
+            profile="default-scheduler",
+            status=status,
+        )
 
     # Six cycles passed PreFilter and Filter (Filter counts once per cycle over all nodes); five pods with
     # several feasible nodes were scored and went through Reserve, Permit, PreBind, Bind and PostBind; the last
@@ -711,8 +798,12 @@ def tripwire(tmp_path: Path) -> Iterator[tuple[Tripwire, Path]]:
 
 def run_scheduler(*args: str, timeout: float = 20) -> tuple[int, str, str, float]:
     started = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "kubesched.cli", "scheduler", "--secure-port", "0", *args],
-                       capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(
+        [sys.executable, "-m", "kubesched.cli", "scheduler", "--secure-port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return r.returncode, r.stdout, r.stderr, time.monotonic() - started
 
 
@@ -735,10 +826,17 @@ def test_invalid_configuration_fails_fast_without_contacting_the_cluster(
     assert wire.poll() == 0
 
 
-def test_invalid_leader_election_flags_fail_without_contacting_the_cluster(tripwire: tuple[Tripwire, Path]) -> None:
+def test_invalid_leader_election_flags_fail_without_contacting_the_cluster(
+    tripwire: tuple[Tripwire, Path],
+) -> None:
     wire, kubeconfig = tripwire
-    rc, out, err, _ = run_scheduler("--kubeconfig", str(kubeconfig), "--leader-elect=true",
-                                    "--leader-elect-lease-duration=2s", "--leader-elect-renew-deadline=3s")
+    rc, out, err, _ = run_scheduler(
+        "--kubeconfig",
+        str(kubeconfig),
+        "--leader-elect=true",
+        "--leader-elect-lease-duration=2s",
+        "--leader-elect-renew-deadline=3s",
+    )
     assert rc != 0
     assert "leaseDuration must be greater than renewDeadline" in err
     assert "Traceback" not in err + out
@@ -749,9 +847,23 @@ def test_tripwire_sees_a_scheduler_with_a_valid_configuration(tripwire: tuple[Tr
     """The control for the tests above: with a valid configuration the same kubeconfig is used at once."""
     wire, kubeconfig = tripwire
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "kubesched.cli", "scheduler", "--kubeconfig", str(kubeconfig),
-                             "--secure-port", str(port), "--bind-address", "127.0.0.1", "--leader-elect=false"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kubesched.cli",
+            "scheduler",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--secure-port",
+            str(port),
+            "--bind-address",
+            "127.0.0.1",
+            "--leader-elect=false",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for("a connection to the API server address", wire.poll, timeout=15, interval=0.05)
     finally:

@@ -170,9 +170,13 @@ _op = st.one_of(
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops=st.lists(_op, max_size=60), windows=st.sampled_from([((300, 5), (60, 2)), ((60, 1),), ((120, 3), (30, 1))]))
-def test_hot_values_follow_the_definition(ops: list[tuple[str, str, int, int]],
-                                          windows: tuple[tuple[int, int], ...]) -> None:
+@given(
+    ops=st.lists(_op, max_size=60),
+    windows=st.sampled_from([((300, 5), (60, 2)), ((60, 1),), ((120, 3), (30, 1))]),
+)
+def test_hot_values_follow_the_definition(
+    ops: list[tuple[str, str, int, int]], windows: tuple[tuple[int, int], ...]
+) -> None:
     policies = [HotValuePolicy.model_validate({"timeRange": f"{r}s", "count": c}) for r, c in windows]
     cache = cluster(*(node(n) for n in _NODES))
     table = cache.table
@@ -183,8 +187,12 @@ def test_hot_values_follow_the_definition(ops: list[tuple[str, str, int, int]],
             now += step
             store.record(name, f"default/p{pod}", now)
         elif kind == "past":  # a Scheduled event from before, as a rebuild after a restart brings
-            event = {"type": "Normal", "reason": "Scheduled", "message": f"Successfully assigned default/q{pod} "
-                     f"to {name}", "eventTime": datetime.fromtimestamp(now - step, UTC).isoformat()}
+            event = {
+                "type": "Normal",
+                "reason": "Scheduled",
+                "message": f"Successfully assigned default/q{pod} to {name}",
+                "eventTime": datetime.fromtimestamp(now - step, UTC).isoformat(),
+            }
             store.rebuild_from_events([event], now)
         elif kind == "drop":
             store.remove_node(name)

@@ -710,14 +710,14 @@ INVALID_CASES = [
     ),
     pytest.param(
         "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {ignoredResources: [a/b/c]}\n",
-        "profiles[0].pluginConfig[0].args.ignoredResources[0]: Invalid value: \"a/b/c\": a qualified name must consist of "
+        'profiles[0].pluginConfig[0].args.ignoredResources[0]: Invalid value: "a/b/c": a qualified name must consist of '
         "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
         id="fit-ignored-resource-qualified-name",
     ),
     pytest.param(
         "profiles:\n- pluginConfig:\n  - name: PodTopologySpread\n    args:\n      defaultingType: List\n"
         "      defaultConstraints: [{maxSkew: 1, topologyKey: Zone.Example/z, whenUnsatisfiable: ScheduleAnyway}]\n",
-        "profiles[0].pluginConfig[0].args.defaultConstraints[0].topologyKey: Invalid value: \"Zone.Example/z\": prefix part a "
+        'profiles[0].pluginConfig[0].args.defaultConstraints[0].topologyKey: Invalid value: "Zone.Example/z": prefix part a '
         "lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters",
         id="spread-topology-key-prefix",
     ),

@@ -15,15 +15,27 @@ from kubesched.scheduler.resources import ResourceIndex
 
 def _pod(cpu: str, labels: dict[str, str], tolerate: bool) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
-                        "ports": [{"containerPort": 80, "hostPort": 8080}]}],
+        "containers": [
+            {
+                "name": "c",
+                "image": "nginx",
+                "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
+                "ports": [{"containerPort": 80, "hostPort": 8080}],
+            }
+        ],
         "schedulerName": "default-scheduler",
     }
     if tolerate:
         spec["tolerations"] = [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]
     return {
-        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "resourceVersion": "5", "labels": labels,
-                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "uid": "u-1",
+            "resourceVersion": "5",
+            "labels": labels,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
         "spec": spec,
         "status": {"phase": "Pending"},
     }
