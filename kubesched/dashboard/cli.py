@@ -25,11 +25,34 @@ log = logging.getLogger("kubesched.dashboard")
 DEFAULT_PORT = 8090
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (0..65535): {text!r}")
+    return value
+
+
+def _positive(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+        return value
+
+    return parse
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, in-cluster, ~/.kube/config)")
     p.add_argument("--master", help="address of the API server (overrides the kubeconfig's server)")
     p.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT}; 0: any)"
+        "--port", type=_port, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT}; 0: any)"
     )
     p.add_argument(
         "--bind-address",
@@ -48,9 +71,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="CA to verify the scheduler's certificate (needed unless the URL is loopback)",
     )
-    p.add_argument("--scheduler-poll-interval", type=float, default=3.0, help="seconds between samples")
     p.add_argument(
-        "--tile-limit", type=int, default=300, help="above this many nodes the page shows a heat map"
+        "--scheduler-poll-interval", type=_positive(float), default=3.0, help="seconds between samples"
+    )
+    p.add_argument(
+        "--tile-limit",
+        type=_positive(int),
+        default=300,
+        help="above this many nodes the page shows a heat map",
     )
     p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
 

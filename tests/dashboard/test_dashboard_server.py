@@ -235,3 +235,26 @@ async def test_queue_snapshot_lists_rejecting_plugins() -> None:
     assert snap["backoff"] == [] and snap["gated"] == [] and not snap["truncated"]
     # The in-flight pod is in no list; a limit truncates.
     assert q.snapshot(limit=0)["truncated"] is True
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--port", "99999", "not a port number"),
+        ("--port", "x", "not a port number"),
+        ("--tile-limit", "0", "must be a positive number"),
+        ("--scheduler-poll-interval", "-1", "must be a positive number"),
+    ],
+)
+def test_bad_flags_are_one_line_not_a_traceback(flag: str, value: str, message: str) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "kubesched.cli", "dashboard", flag, value, "--kubeconfig", "/nonexistent"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert f"argument {flag}: {message}" in out.stderr and "Traceback" not in out.stderr
