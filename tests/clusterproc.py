@@ -7,10 +7,14 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from kubesched.cluster.process import start_cluster_process
+
+T = TypeVar("T")
 
 KUBECTL_CANDIDATES = (
     "/usr/lib/google-cloud-sdk/bin/kubectl.1.32",  # skip the version dispatcher when it is there
@@ -72,13 +76,29 @@ class Kubectl:
 # --- the scheduler as a process ----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+def free_port(ip: str = "127.0.0.1") -> int:
+    """A TCP port on ``ip`` (a node's 127.0.1.x too) that nothing listens on right now."""
     import socket
 
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((ip, 0))
         return int(s.getsockname()[1])
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.3) -> T:
+    """Poll ``fn`` until it returns something true; a lookup or assertion error while waiting counts as not yet."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+        except (AssertionError, KeyError, IndexError, ValueError, TypeError) as e:
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
 
 
 def https_get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:

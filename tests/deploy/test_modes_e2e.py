@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from clusterproc import ClusterProcess, Kubectl
+from clusterproc import ClusterProcess, Kubectl, wait_for
 from deploy_helpers import DEPLOY, KUBECTL, render
 
 pytestmark = [
@@ -48,21 +48,6 @@ pytestmark = [
 T = TypeVar("T")
 CONTROL_PLANE_IPS = ("127.0.1.1", "127.0.1.2", "127.0.1.3")
 PAUSE = "registry.k8s.io/pause:3.10"
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.3) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except (AssertionError, KeyError, IndexError, ValueError, TypeError) as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
 
 
 def free_port(*ips: str) -> int:

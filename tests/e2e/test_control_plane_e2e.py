@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from clusterproc import ClusterProcess, Kubectl, find_kubectl, start_cluster
+from clusterproc import ClusterProcess, Kubectl, find_kubectl, start_cluster, wait_for
+from clusterproc import free_port as free_port_on
 
 KUBECTL = find_kubectl()
 pytestmark = [
@@ -34,27 +34,6 @@ pytestmark = [
 ]
 
 T = TypeVar("T")
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.3) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except (AssertionError, KeyError, IndexError, ValueError) as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
-
-
-def free_port_on(ip: str) -> int:
-    with socket.socket() as s:
-        s.bind((ip, 0))
-        return int(s.getsockname()[1])
 
 
 def alive(pid: int) -> bool:

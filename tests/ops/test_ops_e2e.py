@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from clusterproc import ClusterProcess, Kubectl, find_kubectl, start_cluster
+from clusterproc import ClusterProcess, Kubectl, find_kubectl, start_cluster, wait_for
+from clusterproc import free_port as port_on
 
 KUBECTL = find_kubectl()
 pytestmark = [
@@ -40,27 +39,6 @@ LEASE_FLAGS = (
     "--leader-elect-renew-deadline=3s",
     "--leader-elect-retry-period=1s",
 )
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.3) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except (AssertionError, KeyError, IndexError, ValueError, TypeError) as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
-
-
-def port_on(ip: str) -> int:
-    with socket.socket() as s:
-        s.bind((ip, 0))
-        return int(s.getsockname()[1])
 
 
 def kubesched(kubeconfig: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
