@@ -30,6 +30,7 @@ from aiohttp import web
 from kubesched.dashboard.explain import BadRequest, Explainer, NotFound
 from kubesched.dashboard.model import ClusterModel
 from kubesched.dashboard.scheduler_view import SchedulerWatcher, is_loopback
+from kubesched.scheduler.server import url_host
 
 log = logging.getLogger(__name__)
 
@@ -153,12 +154,7 @@ class DashboardServer:
 
     @property
     def url(self) -> str:
-        host = self.bind_address
-        if host in ("0.0.0.0", ""):
-            host = "127.0.0.1"
-        elif ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        return f"http://{url_host(self.bind_address)}:{self.port}"
 
     # -- handlers -----------------------------------------------------------------------------------------------
 

@@ -60,6 +60,15 @@ _NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 Check = Callable[[], "str | Awaitable[str | None] | None"]
 
 
+def url_host(bind_address: str) -> str:
+    """The host part of a URL that reaches a server bound to ``bind_address`` (a wildcard: this machine)."""
+    if bind_address in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if bind_address == "::":
+        return "[::1]"
+    return f"[{bind_address}]" if ":" in bind_address else bind_address
+
+
 @dataclass(frozen=True, slots=True)
 class _NamedCheck:
     name: str
@@ -206,14 +215,7 @@ class SecureServer:
 
     @property
     def url(self) -> str:
-        host = self.bind_address
-        if host in ("", "0.0.0.0"):
-            host = "127.0.0.1"
-        elif host == "::":
-            host = "[::1]"
-        elif ":" in host:
-            host = f"[{host}]"
-        return f"https://{host}:{self.port}"
+        return f"https://{url_host(self.bind_address)}:{self.port}"
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
