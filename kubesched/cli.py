@@ -31,6 +31,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "takeover": ("kubesched.ops.takeover", "take the default scheduler's Lease for kubesched, safely"),
     "doctor": ("kubesched.ops.doctor", "explain a cluster's scheduling health on one screen"),
     "chaos": ("kubesched.ops.chaos", "delete pods and the leader for a while; check scheduling keeps up"),
+    "operator": (
+        "kubesched.operator.main",
+        "install and maintain the scheduler as static pods through a KubeScheduler resource",
+    ),
+    "installer": (
+        "kubesched.operator.installer_cmd",
+        "install one revision of the scheduler's static pod on this node (run by the operator)",
+    ),
 }
 # Subcommands that build schedulers: their ``run(args, catalogue)`` gets the application's plugin catalogue,
 # assembled here, at the edge, once (``kubesched.catalogue``).
