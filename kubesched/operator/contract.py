@@ -78,3 +78,22 @@ class Controller(Protocol):
     name: str
 
     async def sync(self, ctx: OperatorContext) -> None: ...
+
+
+# -- events ------------------------------------------------------------------------------------------------------
+OPERATOR_DEPLOYMENT = "openshift-kube-scheduler-operator"  # what operator events are about, as upstream's
+
+
+def event_regarding(ctx: OperatorContext) -> dict[str, str]:
+    """The object every operator event is recorded about: ``ctx.extra["regarding"]`` when set (the operator's own
+    pod or Deployment), else the operator Deployment in the operator namespace, so the events land there
+    (``kubectl get events -n <operator namespace>``) as upstream's do."""
+    ref = ctx.extra.get("regarding")
+    if isinstance(ref, dict):
+        return {str(k): str(v) for k, v in ref.items()}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "namespace": ctx.operator_namespace,
+        "name": OPERATOR_DEPLOYMENT,
+    }
