@@ -88,6 +88,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "latency CDF of each run (with --scale, CPU per pod by node count); with --load-aware-comparison, "
         "every node's CPU usage per profile",
     )
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        default=None,
+        help="run the workload with two builds alternately (A, B, A, B, ...) and print each pair's ratio B/A, "
+        "the median and a bootstrap interval; each side is git:REV (a temporary worktree), '.' (this "
+        "checkout) or a command line that runs a benchmark, e.g. '/tmp/base/.venv/bin/kubesched bench'",
+    )
+    p.add_argument("--compare-pairs", type=int, default=3, metavar="N", help="--compare: pairs to run (3)")
+    p.add_argument(
+        "--compare-metric",
+        choices=("average", "p50", "podsPerSecondOverall", "podsPerCPUSecond", "cpuMicrosecondsPerPod"),
+        default="average",
+        help="--compare: the number compared (pods/s average of the one-second samples by default)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
@@ -390,6 +406,10 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
         from kubesched.bench import loadcompare
 
         return loadcompare.run(args, catalogue)
+    if args.compare:
+        from kubesched.bench import compare
+
+        return compare.run(args)
     if args.list:
         for w in WORKLOADS.values():
             print(
