@@ -103,8 +103,11 @@ class _Process:
 
 
 def _start_cluster(data_dir: Path) -> tuple[subprocess.Popen[str], str, Path, list[str]]:
-    """``kubesched cluster up`` with no simulated nodes (the harness creates plain Nodes, as scheduler_perf)."""
-    return start_cluster_process(data_dir, "--nodes", "0", timeout=START_TIMEOUT, keep_lines=LOG_TAIL)
+    """``kubesched cluster up`` with no simulated nodes (the harness creates plain Nodes, as scheduler_perf), in
+    memory: the state is throwaway and durable writes would be measured as the scheduler's time."""
+    return start_cluster_process(
+        data_dir, "--nodes", "0", timeout=START_TIMEOUT, keep_lines=LOG_TAIL, storage="memory"
+    )
 
 
 class _PodWatch:
@@ -162,11 +165,66 @@ async def _create_all(create: Callable[[Obj], Awaitable[Any]], objects: list[Obj
     await asyncio.gather(*(one(o) for o in objects))
 
 
+class BenchObjects:
+    """The objects a run creates, as the workload defines them (the harness's own cluster: nothing else runs
+    there). ``external.py`` subclasses it to fence the objects off on somebody else's cluster."""
+
+    def __init__(self, workload: Workload) -> None:
+        self.workload = workload
+
+    def namespaces(self) -> list[str]:
+        """Namespaces to create (``default`` exists already)."""
+        return [ns for ns in self.workload.namespaces if ns != "default"]
+
+    def nodes(self, annotate: Callable[[int], dict[str, str]] | None) -> list[Obj]:
+        return self.workload.node_objects(annotate)
+
+    def pod(self, pod: Obj) -> Obj:
+        return pod
+
+    def init_pods(self) -> list[Obj]:
+        return [self.pod(p) for p in self.workload.init_pod_objects()]
+
+    def measured_pods(self) -> list[Obj]:
+        return [self.pod(p) for p in self.workload.measured_pod_objects()]
+
+    def churn_pod(self, index: int) -> Obj:
+        return self.pod(self.workload.churn_pod(index))
+
+
+@dataclass
+class Target:
+    """Where an end-to-end run happens: the API server (its kubeconfig, and its process when the harness
+    started it, for CPU accounting), how a scheduler is started, and the objects to create."""
+
+    kubeconfig: Path
+    start_scheduler: Callable[[], _Process]
+    objects: BenchObjects
+    api_pid: int | None = None
+
+
 def run_e2e(
     workload: Workload, options: E2eOptions, catalogue: Catalogue, progress: Progress | None = None
 ) -> dict[str, Any]:
     """``catalogue``: the plugins of this build; the ``kubesched scheduler`` process loads the same."""
     return asyncio.run(_run(workload, options, catalogue, progress or (lambda phase, done, total: None)))
+
+
+def kubesched_scheduler_command(config_path: Path, port: int) -> list[str]:
+    """This build's ``kubesched scheduler``; its secure port serves /readyz, which passes once the informers
+    synced (scheduling starts then)."""
+    return [
+        sys.executable,
+        "-m",
+        "kubesched.cli",
+        "scheduler",
+        "--config",
+        str(config_path),
+        "--secure-port",
+        str(port),
+        "--bind-address",
+        "127.0.0.1",
+    ]
 
 
 async def _run(
@@ -190,9 +248,17 @@ async def _run(
         config_path.write_text(
             json.dumps(config_document(workload, kubeconfig=str(kubeconfig), qps=SCHEDULER_QPS))
         )
-        result.update(
-            await _drive(workload, options, progress, work, kubeconfig, config_path, proc, schedulers)
-        )
+
+        def start_scheduler() -> _Process:
+            port = _free_port()
+            cmd = kubesched_scheduler_command(config_path, port)
+            started = _Process("scheduler", cmd, work / f"scheduler-{len(schedulers)}.log")
+            started.port = port
+            schedulers.append(started)
+            return started
+
+        target = Target(kubeconfig, start_scheduler, BenchObjects(workload), proc.pid)
+        result.update(await drive(workload, options, progress, target, schedulers))
     except Exception as e:
         result.update(error=f"{type(e).__name__}: {e}")
         for s in schedulers:
@@ -212,57 +278,38 @@ async def _run(
     return result
 
 
-async def _drive(
+async def drive(
     workload: Workload,
     options: E2eOptions,
     progress: Progress,
-    work: Path,
-    kubeconfig: Path,
-    config_path: Path,
-    cluster_proc: subprocess.Popen[str],
+    target: Target,
     schedulers: list[_Process],
 ) -> dict[str, Any]:
+    """Create the workload's objects on ``target`` and measure its scheduler; ``schedulers`` collects the
+    processes started (the caller stops them)."""
     from kubesched.client.config import load_config
     from kubesched.client.rest import ApiClient
 
-    def start_scheduler() -> _Process:
-        # The secure port serves /readyz, which passes once the informers synced: scheduling starts then.
-        port = _free_port()
-        cmd = [
-            sys.executable,
-            "-m",
-            "kubesched.cli",
-            "scheduler",
-            "--config",
-            str(config_path),
-            "--secure-port",
-            str(port),
-            "--bind-address",
-            "127.0.0.1",
-        ]
-        proc = _Process("scheduler", cmd, work / f"scheduler-{len(schedulers)}.log")
-        proc.port = port
-        schedulers.append(proc)
-        return proc
-
-    client = ApiClient(load_config(str(kubeconfig)), max_connections=CREATE_CONCURRENCY)
+    objects = target.objects
+    start_scheduler = target.start_scheduler
+    client = ApiClient(load_config(str(target.kubeconfig)), max_connections=CREATE_CONCURRENCY)
     watch = _PodWatch(client)
     churn_task: asyncio.Task[None] | None = None
     churn_created: list[str] = []
     scheduler_rss = 0
+    api_pid = target.api_pid
     try:
-        for ns in workload.namespaces:
-            if ns != "default":
-                await client.create("v1", "namespaces", {"metadata": {"name": ns}})
+        for ns in objects.namespaces():
+            await client.create("v1", "namespaces", {"metadata": {"name": ns}})
         annotate = load_annotations(time.time()) if workload.load_annotations else None
-        nodes = workload.node_objects(annotate)
+        nodes = objects.nodes(annotate)
         progress("creating nodes", 0, len(nodes))
         await _create_all(lambda n: client.create("v1", "nodes", n), nodes)
         watch.informer.start()
         await watch.informer.has_synced(START_TIMEOUT)
 
         scheduler = start_scheduler()
-        init = workload.init_pod_objects()
+        init = objects.init_pods()
         watch.on_bind = lambda n: progress("initial pods", n, len(init))
         init_bound = watch.expect_bound(pod_key(p) for p in init)
         await _create_all(
@@ -270,7 +317,7 @@ async def _drive(
         )
         timed_out = not await _wait_alive(init_bound, options.timeout, scheduler)
 
-        measured = workload.measured_pod_objects()
+        measured = objects.measured_pods()
         measured_keys = {pod_key(p) for p in measured}
         done_before = len(watch.bind_times)
         measured_bound = watch.expect_bound(measured_keys)
@@ -286,7 +333,7 @@ async def _drive(
         creating: asyncio.Task[None] | None = None
         begin = time.perf_counter()
         cpu_start = scheduler.cpu_seconds()
-        api_cpu_start, harness_cpu_start = _cpu_seconds(cluster_proc.pid), time.process_time()
+        api_cpu_start, harness_cpu_start = _cpu_seconds(api_pid), time.process_time()
         if not timed_out and options.create == "before":
             scheduler_rss = max(scheduler_rss, scheduler.peak_rss())
             scheduler.stop()
@@ -295,7 +342,7 @@ async def _drive(
             scheduler = start_scheduler()
             begin = time.perf_counter()
             cpu_start = 0.0
-            api_cpu_start, harness_cpu_start = _cpu_seconds(cluster_proc.pid), time.process_time()
+            api_cpu_start, harness_cpu_start = _cpu_seconds(api_pid), time.process_time()
             if await _wait_ready(scheduler, options.timeout):
                 start = time.perf_counter()
                 startup = start - begin
@@ -306,13 +353,13 @@ async def _drive(
             create_pods.close()
         watch.on_bind = lambda n: progress("measured pods", n - done_before, len(measured))
         if workload.unschedulable_churn and not timed_out:
-            churn_task = asyncio.create_task(_churn(client, workload, churn_created))
+            churn_task = asyncio.create_task(_churn(client, objects, churn_created))
         if not timed_out:
             timed_out = not await _wait_alive(measured_bound, options.timeout, scheduler)
             if creating is not None:
                 await creating
         end = time.perf_counter()
-        api_cpu = _cpu_seconds(cluster_proc.pid) - api_cpu_start
+        api_cpu = _cpu_seconds(api_pid) - api_cpu_start
         harness_cpu = time.process_time() - harness_cpu_start
         if churn_task is not None:
             churn_task.cancel()
@@ -320,7 +367,7 @@ async def _drive(
         await asyncio.sleep(0.5)  # let deletions and late bindings reach the watch
         scheduler_rss = max(scheduler_rss, scheduler.peak_rss())
         cpu_seconds = scheduler.cpu_seconds() - cpu_start
-        api_rss = peak_rss(cluster_proc.pid)
+        api_rss = peak_rss(api_pid) if api_pid is not None else 0
         scheduler_alive = scheduler.alive()
     finally:
         if churn_task is not None:
@@ -350,15 +397,16 @@ async def _drive(
         "peakRSSBytes": scheduler_rss,
         "schedulerCPUSeconds": round(cpu_seconds, 3),
         "podsPerCPUSecond": round(len(times) / cpu_seconds, 1) if cpu_seconds > 0 else 0.0,
-        "apiServerPeakRSSBytes": api_rss,
-        # CPU the API server and this harness (its pod watch) used while the measured pods were scheduled:
-        # on a two-core machine they compete with the scheduler.
-        "apiServerCPUSeconds": round(api_cpu, 3),
         "harnessCPUSeconds": round(harness_cpu, 3),
         "check": check.as_json(),
         "unschedulablePodsCreated": len(churn_created),
         "podsDeleted": sum(1 for kind, _ in watch.changes if kind == "deleted"),
     }
+    if api_pid is not None:
+        # CPU the API server and this harness (its pod watch) used while the measured pods were scheduled:
+        # on a two-core machine they compete with the scheduler.
+        out["apiServerPeakRSSBytes"] = api_rss
+        out["apiServerCPUSeconds"] = round(api_cpu, 3)
     if not check.passed:
         out["schedulerLog"] = scheduler.tail()
     if options.keep_series and start is not None:
@@ -368,15 +416,22 @@ async def _drive(
     return out
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time process ``pid`` used so far (0 when it is gone)."""
+def _cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time process ``pid`` and its live children used so far (0 when it is gone): a
+    scheduler command may be a wrapper (``sh -c``, a container runtime's shim) around the scheduler."""
     import psutil
 
+    if pid is None:
+        return 0.0
     try:
-        t = psutil.Process(pid).cpu_times()
+        proc = psutil.Process(pid)
+        total = sum(proc.cpu_times()[:2])
+        for child in proc.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                total += sum(child.cpu_times()[:2])
     except psutil.Error:
         return 0.0
-    return float(t.user + t.system)
+    return float(total)
 
 
 def _free_port() -> int:
@@ -386,9 +441,12 @@ def _free_port() -> int:
 
 
 async def _wait_ready(proc: _Process, timeout: float) -> bool:
-    """Poll the scheduler's /readyz until it passes (its informers synced)."""
+    """Poll the scheduler's /readyz until it passes (its informers synced). A scheduler started without a
+    known port (a command with no ``{port}``) counts as ready once started."""
     import aiohttp
 
+    if not proc.port:
+        return proc.alive()
     deadline = time.monotonic() + timeout
     url = f"https://127.0.0.1:{proc.port}/readyz"
     async with aiohttp.ClientSession() as session:
@@ -414,11 +472,11 @@ async def _wait_alive(event: asyncio.Event, timeout: float, proc: _Process) -> b
     return event.is_set()
 
 
-async def _churn(client: Any, workload: Workload, created: list[str]) -> None:
+async def _churn(client: Any, objects: BenchObjects, created: list[str]) -> None:
     """A pod that fits nowhere every CHURN_INTERVAL seconds (scheduler_perf's ``churn`` op)."""
     start = time.perf_counter()
     while True:
-        pod = workload.churn_pod(len(created))
+        pod = objects.churn_pod(len(created))
         await client.create("v1", "pods", pod, namespace=pod["metadata"]["namespace"])
         created.append(pod_key(pod))
         await asyncio.sleep(max(0.0, start + len(created) * CHURN_INTERVAL - time.perf_counter()))

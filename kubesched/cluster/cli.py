@@ -6,13 +6,15 @@ import argparse
 import asyncio
 import logging
 import sys
+import time
 from pathlib import Path
 
 from kubesched.cluster.controllers import KNOWN_CONTROLLERS, parse_controllers
 from kubesched.cluster.kubelet import NodeShape
-from kubesched.cluster.local import ClusterOptions, LocalCluster, run_forever
+from kubesched.cluster.local import STORAGE_CHOICES, ClusterOptions, LocalCluster, run_forever
 from kubesched.cluster.nodemetrics import CPU_SERIES_CHOICES, DEFAULT_USAGE_SHARE
 from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE
+from kubesched.cluster.storage.sqlite import StorageInUse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +34,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data-dir",
         type=Path,
         default=Path.home() / ".kubesched" / "cluster",
-        help="where certificates and the kubeconfig are written (default ~/.kubesched/cluster)",
+        help="where objects (with --storage sqlite or a local etcd), certificates and the kubeconfig are kept "
+        "(default ~/.kubesched/cluster)",
+    )
+    up.add_argument(
+        "--storage",
+        choices=STORAGE_CHOICES,
+        default="sqlite",
+        help="where objects live: sqlite (default: <data-dir>/db/state.db, every write committed before it is "
+        "acknowledged), etcd (a real etcd, see --etcd-servers), or memory (nothing survives a restart; for "
+        "benchmarks and throwaway clusters)",
+    )
+    up.add_argument(
+        "--sqlite-sync",
+        choices=("normal", "full"),
+        default="normal",
+        help="sqlite: 'normal' (default) survives the process being killed at any point; 'full' also fsyncs "
+        "every commit, to survive a power loss (several times slower per write)",
+    )
+    up.add_argument(
+        "--etcd-servers",
+        default="",
+        metavar="URLS",
+        help="etcd: comma-separated client URLs (http://127.0.0.1:2379); default: start an etcd on loopback "
+        "under <data-dir>/etcd",
     )
     up.add_argument(
         "--kubeconfig-out",
@@ -172,9 +197,26 @@ def run(args: argparse.Namespace) -> int:
         controllers=controllers,
         authorization_mode=args.authorization_mode,
         token_auth_file=args.token_auth_file.expanduser() if args.token_auth_file else None,
+        storage=args.storage,
+        sqlite_synchronous=args.sqlite_sync,
+        etcd_servers=tuple(u.strip() for u in args.etcd_servers.split(",") if u.strip()),
     )
+    if options.etcd_servers and options.storage != "etcd":
+        print("kubesched cluster up: --etcd-servers needs --storage etcd", file=sys.stderr)
+        return 2
     print(f"kubesched cluster: data dir {options.data_dir}", flush=True)
-    cluster = LocalCluster(options)
+    opened = time.perf_counter()
+    try:
+        cluster = LocalCluster(options)
+    except (StorageInUse, OSError, ValueError) as e:
+        print(f"kubesched cluster up: storage {options.storage}: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"kubesched cluster: storage {options.storage}, revision {cluster.store.revision}, "
+        f"{sum(len(c.objects) for c in cluster.store.collections().values())} objects "
+        f"(opened in {time.perf_counter() - opened:.2f}s)",
+        flush=True,
+    )
     ready = "kubesched cluster: serving on {url}\nkubesched cluster: kubeconfig {kubeconfig}\n"
     if options.node_metrics_port is not None:
         ready += "kubesched cluster: node metrics {node_metrics_url}\n"

@@ -23,14 +23,21 @@ from kubesched.cluster.auth.rbac import RBACAuthorizer
 from kubesched.cluster.auth.reviews import AuthApi
 from kubesched.cluster.auth.tokens import TokenIssuer
 from kubesched.cluster.controllers import KNOWN_CONTROLLERS, ControllerManager
+from kubesched.cluster.kinds import customresourcedefinitions
 from kubesched.cluster.kubelet import NodeShape, SimulatedKubelets
 from kubesched.cluster.kubelet import runtime as process_kubelet
 from kubesched.cluster.kubelet.logs import PodLogs
 from kubesched.cluster.kubelet.simulated import control_plane_node_object
 from kubesched.cluster.nodemetrics import DEFAULT_USAGE_SHARE, CpuSeries, NodeMetrics, UsageModel
-from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE, MemoryStorage
+from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE, MemoryStorage, clock_revision
+from kubesched.cluster.storage.sqlite import SqliteStorage, Synchronous
 
 log = logging.getLogger("kubesched.cluster")
+
+STORAGE_CHOICES = ("sqlite", "memory")
+# Under the data dir: the SQLite file (as k3s's server/db/state.db) and the memory backend's last revision.
+SQLITE_FILE = Path("db") / "state.db"
+MEMORY_REVISION_FILE = "memory-revision"
 
 
 @dataclass
@@ -60,13 +67,48 @@ class ClusterOptions:
     process_image: str = process_kubelet.DEFAULT_PROCESS_IMAGE
     # The in-process controllers to run (kube-controller-manager's names; see controllers/__init__.py).
     controllers: frozenset[str] = frozenset(KNOWN_CONTROLLERS)
+    # Where objects live: "sqlite" (<data-dir>/db/state.db; what `cluster up` defaults to), "etcd", or "memory"
+    # (nothing kept; the in-process default, for tests and benchmarks).
+    storage: str = "memory"
+    sqlite_synchronous: Synchronous = "normal"
+    # --storage etcd: the etcd client URL(s); empty = start one on loopback under <data-dir>/etcd.
+    etcd_servers: tuple[str, ...] = ()
+
+
+def open_storage(options: ClusterOptions) -> MemoryStorage:
+    """The storage backend the options ask for (raises ``StorageInUse`` or ``OSError`` with a one-line message)."""
+    if options.storage == "sqlite":
+        return SqliteStorage(
+            options.data_dir / SQLITE_FILE,
+            history_size=options.watch_history,
+            synchronous=options.sqlite_synchronous,
+        )
+    if options.storage != "memory":
+        raise ValueError(f"unknown storage {options.storage!r} (one of {', '.join(STORAGE_CHOICES)})")
+    return MemoryStorage(history_size=options.watch_history, start_revision=_memory_start_revision(options))
+
+
+def _memory_start_revision(options: ClusterOptions) -> int:
+    """Above anything an earlier server on this data dir issued: the clock (see ``clock_revision``), and the
+    revision the last one stopped at, in case the clock went back since."""
+    try:
+        last = int((options.data_dir / MEMORY_REVISION_FILE).read_text().strip())
+    except (OSError, ValueError):
+        last = 0
+    return max(clock_revision(), last + 1)
 
 
 class LocalCluster:
     def __init__(self, options: ClusterOptions) -> None:
         self.options = options
-        self.store = MemoryStorage(history_size=options.watch_history)
+        options.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = open_storage(options)
+        self._storage_closed = False
         self.api = ClusterApi(self.store)
+        # Custom resources of CRDs kept by durable storage are served again before anything else runs.
+        crd_type = self.api.rtype("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        for st in self.store.scan(crd_type.storage_key):
+            customresourcedefinitions.serve(self.api, st.obj)
         self.kubelets = SimulatedKubelets(self.api, heartbeat_interval=options.heartbeat_interval)
         self.controllers = ControllerManager(self.api, options.controllers)
         self.node_metrics: NodeMetrics | None = None
@@ -195,6 +237,19 @@ class LocalCluster:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        self.close_storage()
+
+    def close_storage(self) -> None:
+        """Release the storage (idempotent). The memory backend leaves the revision it reached for the next start."""
+        if self._storage_closed:
+            return
+        self._storage_closed = True
+        if self.options.storage == "memory":
+            try:
+                (self.options.data_dir / MEMORY_REVISION_FILE).write_text(f"{self.store.revision}\n")
+            except OSError as e:
+                log.warning("cannot record the last revision: %s", e)
+        self.store.close()
 
     async def __aenter__(self) -> LocalCluster:
         await self.start()

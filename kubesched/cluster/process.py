@@ -15,6 +15,7 @@ def start_cluster_process(
     timeout: float = 60.0,
     keep_lines: int | None = None,
     control_plane_nodes: int = 0,
+    storage: str | None = None,
 ) -> tuple[subprocess.Popen[str], str, Path, list[str]]:
     """Start the cluster on a free port; return (process, server URL, kubeconfig path, output lines).
 
@@ -22,9 +23,14 @@ def start_cluster_process(
     of its lines are kept. Unlike ``cluster up``'s default, no control-plane node unless ``control_plane_nodes``
     (or ``--control-plane-nodes`` in ``extra``) asks for some: benchmarks and tests about worker scheduling see
     exactly the nodes they create (a tainted node would still count as a topology-spread domain).
+
+    ``storage`` (``sqlite``, ``etcd``, ``memory``) is passed as ``--storage``; None keeps ``cluster up``'s
+    default (sqlite under ``data_dir``). Benchmarks and other throwaway clusters pass ``"memory"``.
     """
     if not any(f.startswith("--control-plane-nodes") for f in extra):
         extra = (*extra, "--control-plane-nodes", str(control_plane_nodes))
+    if storage is not None and not any(f.startswith("--storage") for f in extra):
+        extra = (*extra, "--storage", storage)
     cmd = [
         sys.executable,
         "-m",

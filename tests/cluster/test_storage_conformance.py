@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kubesched.cluster import errors
-from kubesched.cluster.storage import MemoryStorage, Storage
+from kubesched.cluster.storage import MemoryStorage, SqliteStorage, Storage
 from kubesched.cluster.storage.interface import (
     ADDED,
     CONTINUE_EXPIRED,
@@ -30,15 +32,33 @@ Obj = dict[str, Any]
 PODS = "/pods"
 NODES = "/nodes"
 
+
+def _sqlite(history: int) -> Storage:
+    return SqliteStorage(
+        Path(tempfile.mkdtemp(prefix="kubesched-sqlite-")) / "state.db", history_size=history
+    )
+
+
 # name -> factory(history_size): the backend with at least that many events of watch history per resource.
 BACKENDS: dict[str, Callable[[int], Storage]] = {
     "memory": lambda history: MemoryStorage(history_size=history),
+    "sqlite": _sqlite,
 }
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-def make(request: pytest.FixtureRequest) -> Callable[[int], Storage]:
-    return BACKENDS[request.param]
+def make(request: pytest.FixtureRequest) -> Iterator[Callable[[int], Storage]]:
+    made: list[Storage] = []
+
+    def factory(history: int) -> Storage:
+        made.append(BACKENDS[request.param](history))
+        return made[-1]
+
+    yield factory
+    for st in made:
+        close = getattr(st, "close", None)
+        if close is not None:
+            close()
 
 
 @pytest.fixture

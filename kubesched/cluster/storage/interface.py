@@ -70,6 +70,13 @@ class Stored:
             self._data = dumps_compact(self._obj)
         return self._data
 
+    @classmethod
+    def loaded(cls, data: bytes, rv: int, key: Key) -> Stored:
+        """A version read back from durable storage: its bytes are already the serialised form."""
+        st = cls(orjson.loads(data), rv, key)
+        st._data = data
+        return st
+
     def retire(self) -> None:
         """Keep only the serialised form (see the class docstring)."""
         if self._data is None:

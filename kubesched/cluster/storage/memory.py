@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -220,6 +221,15 @@ class Collection:
         return iter(newer)
 
 
+def clock_revision() -> int:
+    """A starting revision above any an earlier server on this machine issued: microseconds since the epoch.
+
+    An earlier server started at a smaller clock reading and would have had to write more than one object per
+    microsecond on average to pass it. It stays below 2**53, so JavaScript clients read it exactly too.
+    """
+    return time.time_ns() // 1000
+
+
 def _conflict(resource: str, key: Key, why: str) -> errors.ApiError:
     # Storage knows collections, not API resources: name the collection as upstream's storage errors name keys.
     group, _, plural = resource.rpartition("/")
@@ -227,11 +237,23 @@ def _conflict(resource: str, key: Key, why: str) -> errors.ApiError:
 
 
 class MemoryStorage:
-    """All collections of the server and the global revision counter (implements ``Storage``)."""
+    """All collections of the server and the global revision counter (implements ``Storage``).
 
-    def __init__(self, history_size: int = DEFAULT_HISTORY_SIZE) -> None:
-        self.revision = 1  # etcd starts at 1; the first write gets 2
+    ``start_revision`` is where the revision counter starts (etcd starts at 1; the first write gets 2). A server that
+    starts above every revision an earlier server issued (``clock_revision``, or a durable backend's recovered
+    revision) also treats history before it as compacted: a client resuming a watch or a list from an earlier
+    server's resourceVersion gets ``410 Expired`` and relists, instead of silently missing what changed.
+
+    Subclasses make writes durable by overriding ``_persist_put`` / ``_persist_delete`` / ``_persist_drop``: they
+    run after the preconditions are checked and before anything in memory changes, so a write that cannot be
+    made durable fails without effect (the revision is not taken either).
+    """
+
+    def __init__(self, history_size: int = DEFAULT_HISTORY_SIZE, start_revision: int = 1) -> None:
+        self.revision = start_revision
         self.history_size = history_size
+        # Watches and lists from before this revision cannot be served (what an earlier server issued).
+        self.floor = start_revision if start_revision > 1 else 0
         self._collections: dict[str, Collection] = {}
         self._revision_waiters: builtins.list[tuple[int, asyncio.Future[None]]] = []
 
@@ -239,9 +261,26 @@ class MemoryStorage:
         col = self._collections.get(storage_key)
         if col is None:
             col = self._collections[storage_key] = Collection(storage_key, self.history_size)
+            col.compacted = self.floor
         return col
 
+    def collections(self) -> dict[str, Collection]:
+        """The collections by storage key (read-only use: recovery checks, tools)."""
+        return self._collections
+
+    # -- durability hooks (no-ops in memory) -----------------------------------------------------------------
+
+    def _persist_put(self, storage_key: str, st: Stored) -> None:
+        """Make ``st`` (a created or updated object at revision ``st.rv``) durable before it is committed."""
+
+    def _persist_delete(self, storage_key: str, key: Key, rv: int) -> None:
+        """Make the deletion of ``key`` at revision ``rv`` durable before it is committed."""
+
+    def _persist_drop(self, storage_key: str) -> None:
+        """Forget a whole collection durably."""
+
     def drop_collection(self, storage_key: str) -> None:
+        self._persist_drop(storage_key)
         col = self._collections.pop(storage_key, None)
         if col is not None:
             for w in list(col.watchers):
@@ -303,10 +342,6 @@ class MemoryStorage:
 
     # -- writes --------------------------------------------------------------------------------------------
 
-    def _next_revision(self) -> int:
-        self.revision += 1
-        return self.revision
-
     def create(self, storage_key: str, obj: Obj) -> Stored:
         """Store a new object; 409 AlreadyExists if its key is taken."""
         col = self.collection(storage_key)
@@ -314,8 +349,10 @@ class MemoryStorage:
         if key in col.objects:
             group, _, plural = storage_key.rpartition("/")
             raise errors.already_exists(plural, key[1], "" if group == "core" else group)
-        rv = self._next_revision()
+        rv = self.revision + 1
         st = Stored(with_rv(obj, rv), rv, key)
+        self._persist_put(storage_key, st)
+        self.revision = rv
         col.put(st)
         col.record(Event(ADDED, rv, st, None))
         self._notify_revision()
@@ -326,8 +363,10 @@ class MemoryStorage:
         col = self.collection(storage_key)
         if col.objects.get(old.key) is not old:
             raise _conflict(storage_key, old.key, errors.OPTIMISTIC_LOCK)
-        rv = self._next_revision()
+        rv = self.revision + 1
         st = Stored(with_rv(obj, rv), rv, old.key)
+        self._persist_put(storage_key, st)
+        self.revision = rv
         col.put(st)
         col.record(Event(MODIFIED, rv, st, old))
         old.retire()
@@ -339,8 +378,10 @@ class MemoryStorage:
         col = self.collection(storage_key)
         if col.objects.get(old.key) is not old:
             raise _conflict(storage_key, old.key, errors.OPTIMISTIC_LOCK)
+        rv = self.revision + 1
+        self._persist_delete(storage_key, old.key, rv)
+        self.revision = rv
         col.pop(old.key)
-        rv = self._next_revision()
         # The DELETED event carries the last state at the deletion revision, as kube-apiserver sends it.
         st = Stored(with_rv(old.obj, rv), rv, old.key)
         col.record(Event(DELETED, rv, st, old))
@@ -387,6 +428,10 @@ class MemoryStorage:
         for col in list(self._collections.values()):
             for w in list(col.watchers):
                 w.close()
+
+    def close(self) -> None:
+        """End every watch and release what the backend holds (nothing more in memory)."""
+        self.close_watchers()
 
     # -- waiting for a revision (reads with a too-large resourceVersion) -------------------------------------
 
