@@ -22,6 +22,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	bash scripts/ensure-prometheus.sh
 	bash scripts/ensure-chromium.sh
+	bash scripts/ensure-etcd.sh
 	$(BIN)/ruff check kubesched tests examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
