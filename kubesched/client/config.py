@@ -99,11 +99,12 @@ class ClientConfig:
             cadata = self.ca_data.decode() if self.ca_data else None
             ctx = ssl.create_default_context(cafile=self.ca_file, cadata=cadata)
         if self.client_cert_file or self.client_cert_data:
-            _load_client_cert(ctx, self)
+            load_client_certificate(ctx, self)
         return ctx
 
 
-def _load_client_cert(ctx: ssl.SSLContext, cfg: ClientConfig) -> None:
+def load_client_certificate(ctx: ssl.SSLContext, cfg: ClientConfig) -> None:
+    """Load ``cfg``'s client certificate and key (files or inline data) into ``ctx``."""
     # ssl only loads certificates from files, so inline (-data) material goes through a private temp dir.
     with tempfile.TemporaryDirectory(prefix="kubesched-tls-") as tmp:
         cert_file = cfg.client_cert_file
