@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from kubesched.scheduler.metrics import SchedulerMetrics
     from kubesched.scheduler.podinfo import PodInfo
     from kubesched.scheduler.resources import ResourceIndex
+    from kubesched.scheduler.volumes.listers import VolumeLister
 
 T = TypeVar("T")
 
@@ -110,6 +111,8 @@ class Handle:
     workloads: WorkloadLister | None = None
     pdbs: PdbLister | None = None
     preemption_evict: EvictHook | None = None
+    # PVs, PVCs, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities (the volume plugins).
+    volumes: VolumeLister | None = None
     singletons: Singletons = field(default_factory=Singletons)
 
     @property
