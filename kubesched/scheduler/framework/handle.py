@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from kubesched.scheduler.cache import Cache, NodeTable
+    from kubesched.scheduler.dra.objects import DraObjects
     from kubesched.scheduler.framework.runtime import Framework
     from kubesched.scheduler.metrics import SchedulerMetrics
     from kubesched.scheduler.podinfo import PodInfo
@@ -111,6 +112,8 @@ class Handle:
     workloads: WorkloadLister | None = None
     pdbs: PdbLister | None = None
     preemption_evict: EvictHook | None = None
+    # resource.k8s.io objects (DeviceClasses, ResourceClaims, templates, ResourceSlices) for DynamicResources.
+    dra: DraObjects | None = None
     # PVs, PVCs, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities (the volume plugins).
     volumes: VolumeLister | None = None
     singletons: Singletons = field(default_factory=Singletons)
