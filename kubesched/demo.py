@@ -24,12 +24,10 @@ import os
 import shutil
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -247,14 +245,13 @@ class Demo:
                 p.kill()
 
     def decisions(self, port: int | None = None) -> list[dict[str, Any]]:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE  # the scheduler's self-signed serving certificate, on loopback
+        from kubesched.serving import kubeconfig_get_sync  # the secure port checks who asks (admin here)
+
         host = self.sched_host if port is None else "127.0.0.1"
         url = f"https://{host}:{port or self.sched_port}/debug/decisions"
         try:
-            with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
-                return list(json.loads(r.read()).get("decisions", []))
+            status, body = kubeconfig_get_sync(url, str(self.kubeconfig))
+            return list(json.loads(body).get("decisions", [])) if status == 200 else []
         except Exception:
             return []
 
