@@ -104,6 +104,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="average",
         help="--compare: the number compared (pods/s average of the one-second samples by default)",
     )
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        default=None,
+        help="run the workload against the API server of FILE (any cluster) instead of a local one: fake "
+        "nodes (no kubelet) fenced off by a label and a taint, the benchmark's own namespaces, everything "
+        "deleted afterwards",
+    )
+    p.add_argument(
+        "--scheduler-command",
+        metavar="CMD",
+        default=None,
+        help="with --kubeconfig: the scheduler to measure, a command line with placeholders {config} (a "
+        "KubeSchedulerConfiguration the benchmark writes), {kubeconfig}, {port} (its secure port, /readyz "
+        "polled there), {scheduler_name}, {python}; e.g. 'kube-scheduler --config {config} --secure-port "
+        "{port}' (default: this build's kubesched scheduler)",
+    )
+    p.add_argument(
+        "--scheduler-name",
+        default=None,
+        help="with --kubeconfig: the profile's schedulerName, set on every pod (default kubesched-bench)",
+    )
+    p.add_argument(
+        "--bench-namespace",
+        default=None,
+        metavar="PREFIX",
+        help="with --kubeconfig: namespace (and node-name) prefix of the run (default kubesched-bench)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --kubeconfig: run even when the namespaces already hold pods; delete nodes an earlier "
+        "run left",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     p.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
@@ -141,6 +175,40 @@ def cpu_us_per_pod(result: dict[str, Any]) -> float | None:
     return round(cpu / pods * 1e6, 1) if cpu and pods else None
 
 
+def external_problem(args: argparse.Namespace) -> str | None:
+    """Why the ``--kubeconfig`` options cannot be used as given (None when fine); fills their defaults."""
+    import os
+
+    from kubesched.bench import external
+
+    extras = ("scheduler_command", "scheduler_name", "bench_namespace")
+    if not args.kubeconfig:
+        given = [f"--{a.replace('_', '-')}" for a in extras if getattr(args, a)] + (
+            ["--force"] if args.force else []
+        )
+        return f"{', '.join(given)} need(s) --kubeconfig" if given else None
+    if not os.path.isfile(args.kubeconfig):
+        return f"--kubeconfig {args.kubeconfig}: no such file"
+    if args.scale or args.profile:
+        return "--kubeconfig runs plain workloads (no --scale or --profile)"
+    args.scheduler_command = args.scheduler_command or external.DEFAULT_COMMAND
+    args.scheduler_name = args.scheduler_name or external.DEFAULT_SCHEDULER_NAME
+    args.bench_namespace = args.bench_namespace or external.DEFAULT_PREFIX
+    try:
+        external.scheduler_argv(args.scheduler_command, dict.fromkeys(external.PLACEHOLDERS, "x"))
+    except external.ExternalError as e:
+        return str(e)
+    from kubesched.apimachinery.validation import is_dns1123_label
+
+    for flag, value in (
+        ("--bench-namespace", args.bench_namespace),
+        ("--scheduler-name", args.scheduler_name),
+    ):
+        if is_dns1123_label(value):
+            return f"{flag} {value!r}: {'; '.join(is_dns1123_label(value))}"
+    return None
+
+
 def _setup_logging(verbosity: int) -> None:
     level = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 2 else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname).1s %(name)s] %(message)s")
@@ -174,6 +242,12 @@ def run_one(
     workload: Workload, args: argparse.Namespace, catalogue: Catalogue, progress: Any
 ) -> dict[str, Any]:
     """One workload in the chosen mode, in this process."""
+    if getattr(args, "kubeconfig", None):
+        from kubesched.bench.e2e import E2eOptions
+        from kubesched.bench.external import run_external
+
+        options = E2eOptions(timeout=args.timeout, create=args.create, keep_series=bool(args.plot))
+        return run_external(workload, options, args, progress)
     if args.mode == "e2e":
         from kubesched.bench.e2e import E2eOptions, run_e2e
 
@@ -422,6 +496,9 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
     except KeyError as e:
         print(f"kubesched bench: {e.args[0]}", file=sys.stderr)
         return 2
+    if problem := external_problem(args):
+        print(f"kubesched bench: {problem}", file=sys.stderr)
+        return 2
     if args.scale and (args.nodes is not None):
         print("kubesched bench: --scale sets the node counts; drop --nodes", file=sys.stderr)
         return 2
@@ -433,11 +510,19 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
     with _ProgressBar(show_progress) as bar:
         for w in workloads:
             bar.start(w)
-            if args.mode == "inprocess" and not args.no_isolate:
+            if args.mode == "inprocess" and not args.no_isolate and not args.kubeconfig:
                 result = run_isolated(w, args, catalogue, bar.update)
             else:
-                result = run_one(w, args, catalogue, bar.update)
+                try:
+                    result = run_one(w, args, catalogue, bar.update)
+                except KeyboardInterrupt:
+                    bar.finish()
+                    print("kubesched bench: interrupted (what the run created was deleted)", file=sys.stderr)
+                    return 130
             bar.finish()
+            if result.get("refused"):
+                print(f"kubesched bench: {result['error']}", file=sys.stderr)
+                return 2
             if cpu_us_per_pod(result) is not None:
                 result["cpuMicrosecondsPerPod"] = cpu_us_per_pod(result)
             results.append(result)

@@ -113,7 +113,7 @@ def _start_cluster(data_dir: Path) -> tuple[subprocess.Popen[str], str, Path, li
 class _PodWatch:
     """The harness's view of pods: bindings and deletions in API order, with the time each binding was seen."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, label_selector: str | None = None) -> None:
         from kubesched.client.informer import Informer
 
         self.changes: list[tuple[str, Obj]] = []
@@ -121,7 +121,7 @@ class _PodWatch:
         self._waiting: set[str] = set()
         self._all_bound = asyncio.Event()
         self.on_bind: Callable[[int], None] | None = None
-        self.informer = Informer(client, "v1", "pods")
+        self.informer = Informer(client, "v1", "pods", label_selector=label_selector)
         self.informer.add_handler(self._added, self._updated, self._deleted)
 
     def expect_bound(self, keys: Iterable[str]) -> asyncio.Event:
@@ -201,6 +201,7 @@ class Target:
     start_scheduler: Callable[[], _Process]
     objects: BenchObjects
     api_pid: int | None = None
+    pod_selector: str | None = None  # the harness watches only these pods (a shared cluster has others)
 
 
 def run_e2e(
@@ -293,7 +294,7 @@ async def drive(
     objects = target.objects
     start_scheduler = target.start_scheduler
     client = ApiClient(load_config(str(target.kubeconfig)), max_connections=CREATE_CONCURRENCY)
-    watch = _PodWatch(client)
+    watch = _PodWatch(client, target.pod_selector)
     churn_task: asyncio.Task[None] | None = None
     churn_created: list[str] = []
     scheduler_rss = 0

@@ -20,8 +20,14 @@ class WorkloadSkipped(Exception):
     """The workload cannot run in this build (a plugin it needs is not registered)."""
 
 
-def config_document(workload: Workload, *, kubeconfig: str | None = None, qps: float = 0.0) -> dict[str, Any]:
-    """The KubeSchedulerConfiguration for ``workload`` (leader election off)."""
+def config_document(
+    workload: Workload,
+    *,
+    kubeconfig: str | None = None,
+    qps: float = 0.0,
+    scheduler_name: str = "default-scheduler",
+) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration for ``workload`` (leader election off), one profile ``scheduler_name``."""
     doc: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "KubeSchedulerConfiguration",
@@ -29,13 +35,11 @@ def config_document(workload: Workload, *, kubeconfig: str | None = None, qps: f
     }
     if kubeconfig is not None:
         doc["clientConnection"] = {"kubeconfig": kubeconfig, "qps": qps, "burst": int(qps)}
+    profile: dict[str, Any] = {"schedulerName": scheduler_name}
     if workload.needs_plugin:
-        doc["profiles"] = [
-            {
-                "schedulerName": "default-scheduler",
-                "plugins": {"multiPoint": {"enabled": [{"name": workload.needs_plugin}]}},
-            }
-        ]
+        profile["plugins"] = {"multiPoint": {"enabled": [{"name": workload.needs_plugin}]}}
+    if workload.needs_plugin or scheduler_name != "default-scheduler":
+        doc["profiles"] = [profile]
     return doc
 
 
