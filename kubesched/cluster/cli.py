@@ -13,6 +13,7 @@ from kubesched.cluster.controllers import KNOWN_CONTROLLERS, parse_controllers
 from kubesched.cluster.kubelet import NodeShape
 from kubesched.cluster.local import STORAGE_CHOICES, ClusterOptions, LocalCluster, run_forever
 from kubesched.cluster.nodemetrics import CPU_SERIES_CHOICES, DEFAULT_USAGE_SHARE
+from kubesched.cluster.storage.etcd import EtcdUnavailable
 from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE
 from kubesched.cluster.storage.sqlite import StorageInUse
 
@@ -208,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     opened = time.perf_counter()
     try:
         cluster = LocalCluster(options)
-    except (StorageInUse, OSError, ValueError) as e:
+    except (StorageInUse, EtcdUnavailable, OSError, ValueError) as e:
         print(f"kubesched cluster up: storage {options.storage}: {e}", file=sys.stderr)
         return 1
     print(

@@ -29,12 +29,13 @@ from kubesched.cluster.kubelet import runtime as process_kubelet
 from kubesched.cluster.kubelet.logs import PodLogs
 from kubesched.cluster.kubelet.simulated import control_plane_node_object
 from kubesched.cluster.nodemetrics import DEFAULT_USAGE_SHARE, CpuSeries, NodeMetrics, UsageModel
+from kubesched.cluster.resources import ResourceRegistry
 from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE, MemoryStorage, clock_revision
 from kubesched.cluster.storage.sqlite import SqliteStorage, Synchronous
 
 log = logging.getLogger("kubesched.cluster")
 
-STORAGE_CHOICES = ("sqlite", "memory")
+STORAGE_CHOICES = ("sqlite", "etcd", "memory")
 # Under the data dir: the SQLite file (as k3s's server/db/state.db) and the memory backend's last revision.
 SQLITE_FILE = Path("db") / "state.db"
 MEMORY_REVISION_FILE = "memory-revision"
@@ -82,6 +83,15 @@ def open_storage(options: ClusterOptions) -> MemoryStorage:
             options.data_dir / SQLITE_FILE,
             history_size=options.watch_history,
             synchronous=options.sqlite_synchronous,
+        )
+    if options.storage == "etcd":
+        from kubesched.cluster.storage.etcd import EtcdStorage
+
+        return EtcdStorage.open(
+            options.data_dir,
+            options.etcd_servers,
+            history_size=options.watch_history,
+            storage_keys={t.storage_key for t in ResourceRegistry().all()},
         )
     if options.storage != "memory":
         raise ValueError(f"unknown storage {options.storage!r} (one of {', '.join(STORAGE_CHOICES)})")

@@ -9,7 +9,10 @@ when exactly it is compacted) are tested per backend elsewhere (``test_store.py`
 from __future__ import annotations
 
 import asyncio
+import atexit
+import itertools
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +22,7 @@ import pytest
 
 from kubesched.cluster import errors
 from kubesched.cluster.storage import MemoryStorage, SqliteStorage, Storage
+from kubesched.cluster.storage.etcd import EtcdStorage, LocalEtcd
 from kubesched.cluster.storage.interface import (
     ADDED,
     CONTINUE_EXPIRED,
@@ -39,10 +43,27 @@ def _sqlite(history: int) -> Storage:
     )
 
 
+_etcd_server: list[LocalEtcd] = []
+_prefixes = itertools.count()
+
+
+def _etcd(history: int) -> Storage:
+    """One etcd for the session (started on first use, stopped at exit); each store under a prefix of its own."""
+    if shutil.which("etcd") is None:
+        pytest.skip("etcd is not installed (Debian: apt-get install etcd-server; make test installs it)")
+    if not _etcd_server:
+        local = LocalEtcd(Path(tempfile.mkdtemp(prefix="kubesched-etcd-")))
+        local.start()
+        atexit.register(local.stop)
+        _etcd_server.append(local)
+    return EtcdStorage(_etcd_server[0].url, history_size=history, prefix=f"/t{next(_prefixes)}/registry")
+
+
 # name -> factory(history_size): the backend with at least that many events of watch history per resource.
 BACKENDS: dict[str, Callable[[int], Storage]] = {
     "memory": lambda history: MemoryStorage(history_size=history),
     "sqlite": _sqlite,
+    "etcd": _etcd,
 }
 
 
