@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from kubesched.apimachinery.timefmt import format_rfc3339, now_micro, now_rfc3339
-from kubesched.cluster import errors, patch
+from kubesched.cluster import errors, patch, schema
 from kubesched.cluster.kinds import Strategy, bindings, namespaces, strategy_for
 from kubesched.cluster.kinds.customresources import dig
 from kubesched.cluster.resources import ResourceRegistry, ResourceType
@@ -33,6 +33,8 @@ Obj = dict[str, Any]
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+# etcd's default --max-request-bytes: kube-apiserver cannot store an object larger than this.
+MAX_OBJECT_BYTES = 1536 * 1024
 
 __all__ = ["ClusterApi", "now_micro", "now_rfc3339"]  # the clock helpers stay importable from here
 
@@ -149,6 +151,39 @@ class ClusterApi:
                 f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})"
             )
 
+    def _decode_check(
+        self,
+        rtype: ResourceType,
+        obj: Obj,
+        field_validation: str | None,
+        warnings: list[str] | None,
+        *,
+        required: bool = True,
+    ) -> list[str]:
+        """What kube-apiserver's decoding into the kind's Go type refuses (400), checked against the published
+        schema; unknown fields follow ``field_validation`` (None: a trusted in-process caller, not checked).
+        Returns the required fields the object lacks, for the kind's 422."""
+        if field_validation is None:
+            return []
+        try:
+            if rtype.crd is None:
+                checked = schema.check_object(
+                    rtype.group, rtype.version, rtype.kind, obj, field_validation, required=required
+                )
+            else:
+                if obj.get("kind") is None or obj.get("apiVersion") is None:
+                    # Unstructured decoding takes the kind from the body and insists on it.
+                    missing = "Kind" if obj.get("kind") is None else "apiVersion"
+                    raise errors.bad_request(f"Object '{missing}' is missing in '{_compact(obj)}'")
+                checked = schema.check_metadata(obj.get("metadata"), field_validation)
+        except schema.DecodeError as e:
+            raise errors.bad_request(
+                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: {e}'
+            ) from None
+        if warnings is not None:
+            warnings.extend(checked.warnings)
+        return checked.missing
+
     # -- reads ---------------------------------------------------------------------------------------------
 
     def get(self, rtype: ResourceType, namespace: str | None, name: str) -> Stored:
@@ -188,12 +223,18 @@ class ClusterApi:
         field_manager: str | None = None,
         dry_run: bool = False,
         trusted: bool = False,
+        field_validation: str | None = None,
+        warnings: list[str] | None = None,
     ) -> Stored:
         """POST. ``trusted`` skips decoding checks and validation for objects an in-process component built from
-        an already-validated template (the simulated kubelet registering thousands of nodes at start-up)."""
+        an already-validated template (the simulated kubelet registering thousands of nodes at start-up).
+        ``field_validation`` (Strict, Warn, Ignore) checks the body against the kind's published schema, as
+        kube-apiserver decodes a client's body; in-process callers leave it None. Warnings are appended to
+        ``warnings``."""
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be an object")
         self._check_type_meta(rtype, body)
+        missing = self._decode_check(rtype, body, field_validation, warnings)
         strategy = strategy_for(rtype)
         obj = self._from_view(strategy, dict(body))
         meta = dict(obj.get("metadata") or {})
@@ -218,7 +259,7 @@ class ClusterApi:
             decode_problem = strategy.decode_error(rtype, shaped)
             if decode_problem:
                 raise errors.bad_request(decode_problem)
-            causes = strategy.validate_create(rtype, shaped)
+            causes = _with_required(strategy.validate_create(rtype, shaped), missing)
             if causes:
                 raise errors.invalid(rtype.kind, str(meta.get("name") or ""), causes, rtype.group)
         self._check_namespace_for_create(rtype, meta.get("namespace"), requested_name)
@@ -242,6 +283,8 @@ class ClusterApi:
                 kind=rtype.kind,
                 builtin=rtype.builtin,
             )
+        if not trusted:
+            _check_size(obj)
         if dry_run:
             return Stored(obj, 0, object_key(obj))
         st = self.store.create(rtype.storage_key, obj)
@@ -262,11 +305,14 @@ class ClusterApi:
         field_manager: str | None = None,
         dry_run: bool = False,
         create_if_missing: bool = True,
+        field_validation: str | None = None,
+        warnings: list[str] | None = None,
     ) -> tuple[Stored, bool]:
-        """PUT. Returns (stored, created)."""
+        """PUT. Returns (stored, created). ``field_validation`` and ``warnings`` as for ``create``."""
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be an object")
         self._check_type_meta(rtype, body)
+        missing = self._decode_check(rtype, body, field_validation, warnings, required=subresource is None)
         body_name = (body.get("metadata") or {}).get("name")
         if body_name and body_name != name:
             raise errors.bad_request(
@@ -278,7 +324,15 @@ class ClusterApi:
                 obj = dict(body)
                 obj["metadata"] = dict(obj.get("metadata") or {}, name=name)
                 obj["metadata"].pop("resourceVersion", None)
-                return self.create(rtype, obj, namespace, field_manager=field_manager, dry_run=dry_run), True
+                return self.create(
+                    rtype,
+                    obj,
+                    namespace,
+                    field_manager=field_manager,
+                    dry_run=dry_run,
+                    field_validation=field_validation,
+                    warnings=warnings,
+                ), True
             raise errors.not_found(rtype.plural, name, rtype.group)
         new = self._from_view(strategy_for(rtype), dict(body))
         rv = (new.get("metadata") or {}).get("resourceVersion")
@@ -293,7 +347,13 @@ class ClusterApi:
                 rtype.group,
             )
         return self.commit_update(
-            rtype, old, new, subresource=subresource, field_manager=field_manager, dry_run=dry_run
+            rtype,
+            old,
+            new,
+            subresource=subresource,
+            field_manager=field_manager,
+            dry_run=dry_run,
+            missing=missing,
         ), False
 
     def commit_update(
@@ -306,8 +366,10 @@ class ClusterApi:
         field_manager: str | None,
         dry_run: bool = False,
         operation: str = "Update",
+        missing: list[str] | None = None,
     ) -> Stored:
-        """Merge server-owned state into ``new`` and store it, unless nothing changed."""
+        """Merge server-owned state into ``new`` and store it, unless nothing changed. ``missing``: required
+        fields the request's object lacks (from the schema check), reported with the kind's own 422 causes."""
         strategy = strategy_for(rtype)
         prev = old.obj
         new = dict(new)
@@ -362,7 +424,7 @@ class ClusterApi:
             decode_problem = strategy.decode_error(rtype, new)
             if decode_problem:
                 raise errors.bad_request(decode_problem)
-            causes = strategy.validate_update(rtype, new, prev)
+            causes = _with_required(strategy.validate_update(rtype, new, prev), missing)
             if causes:
                 raise errors.invalid(rtype.kind, pmeta.get("name", ""), causes, rtype.group)
             strategy.prepare_for_update(new, prev)
@@ -386,6 +448,7 @@ class ClusterApi:
             )
         if _without_rv(new) == _without_rv(prev):
             return old  # a no-op write: no new revision, no event
+        _check_size(new)
         if dry_run:
             return Stored(new, old.rv, old.key)
         # Deletion completes when the last finalizer goes away from an object already marked for deletion.
@@ -417,8 +480,12 @@ class ClusterApi:
         field_manager: str | None = None,
         force: bool = False,
         dry_run: bool = False,
+        field_validation: str | None = None,
+        warnings: list[str] | None = None,
     ) -> tuple[Stored, bool]:
-        """PATCH with the type the Content-Type names. Returns (stored, created) — apply may create."""
+        """PATCH with the type the Content-Type names. Returns (stored, created) — apply may create.
+        ``field_validation`` and ``warnings`` as for ``create``: the apply configuration, or the patched object,
+        is checked against the kind's schema."""
         ctype = content_type.split(";")[0].strip().lower()
         strategy = strategy_for(rtype)
         old = self.lookup(rtype, namespace, name)
@@ -430,6 +497,8 @@ class ClusterApi:
             if not isinstance(patch_body, dict):
                 raise errors.bad_request("the apply patch must be an object")
             self._check_type_meta(rtype, patch_body)
+            # An apply configuration is a partial object: typed and without unknown fields, but nothing required.
+            self._decode_check(rtype, patch_body, field_validation, warnings, required=False)
             applied_name = (patch_body.get("metadata") or {}).get("name")
             if applied_name and applied_name != name:
                 raise errors.bad_request(
@@ -457,7 +526,9 @@ class ClusterApi:
                 if subresource is not None:
                     raise errors.not_found(rtype.plural, name, rtype.group)
                 result.setdefault("metadata", {})["name"] = name
-                return self.create(rtype, result, namespace, dry_run=dry_run), True
+                return self.create(
+                    rtype, result, namespace, dry_run=dry_run, field_validation=field_validation
+                ), True
             return self.commit_update(
                 rtype,
                 old,
@@ -489,6 +560,10 @@ class ClusterApi:
             new = patch.strategic_merge_patch(current, patch_body, rtype.kind)
         else:
             raise errors.unsupported_media_type(ctype)
+        if not isinstance(new, dict):
+            raise errors.bad_request("the patched object must be an object")
+        self._check_type_meta(rtype, new)
+        missing = self._decode_check(rtype, new, field_validation, warnings, required=subresource is None)
         # A resourceVersion in the patch is a precondition.
         want_rv = (new.get("metadata") or {}).get("resourceVersion")
         if want_rv and str(want_rv) != str(old.rv):
@@ -502,6 +577,7 @@ class ClusterApi:
             subresource=subresource,
             field_manager=field_manager,
             dry_run=dry_run,
+            missing=missing,
         ), False
 
     # -- delete --------------------------------------------------------------------------------------------
@@ -629,8 +705,7 @@ class ClusterApi:
                 continue
             seen.add(rtype.storage_key)
             for st in self.store.scan(rtype.storage_key):
-                refs = (st.obj.get("metadata") or {}).get("ownerReferences") or []
-                if any(ref.get("uid") == owner_uid for ref in refs):
+                if any(ref.get("uid") == owner_uid for ref in owner_references(st.obj)):
                     found.append((rtype, st))
         return found
 
@@ -657,8 +732,7 @@ class ClusterApi:
             cur = self.store.get(rtype.storage_key, st.key)
             if cur is None:
                 continue
-            refs = (cur.obj.get("metadata") or {}).get("ownerReferences") or []
-            others = [ref for ref in refs if ref.get("uid") != owner_uid]
+            others = [ref for ref in owner_references(cur.obj) if ref.get("uid") != owner_uid]
             try:
                 if any(self._owner_of(cur.obj, ref) is not None for ref in others):
                     self._set_owner_references(rtype, cur, others)
@@ -691,7 +765,7 @@ class ClusterApi:
         can_own = strategy_for(rtype).owns_dependents
         if "orphan" in finalizers:
             for dtype, dep in self._dependents(uid) if can_own else []:
-                refs = (dep.obj.get("metadata") or {}).get("ownerReferences") or []
+                refs = owner_references(dep.obj)
                 self._set_owner_references(dtype, dep, [ref for ref in refs if ref.get("uid") != uid])
             return self._drop_finalizer(rtype, st, "orphan")
         if "foregroundDeletion" in finalizers:
@@ -703,7 +777,7 @@ class ClusterApi:
                     except errors.ApiError:
                         pass
             for _, dep in self._dependents(uid) if dependents else []:
-                refs = (dep.obj.get("metadata") or {}).get("ownerReferences") or []
+                refs = owner_references(dep.obj)
                 if any(ref.get("uid") == uid and ref.get("blockOwnerDeletion") for ref in refs):
                     cur = self.lookup(rtype, st.key[0] or None, st.key[1])
                     return (cur or st), cur is None
@@ -729,7 +803,7 @@ class ClusterApi:
 
     def _resume_foreground_owners(self, removed: Obj) -> None:
         """A blocking dependent went away: an owner waiting for it in foreground deletion may now go too."""
-        for ref in (removed.get("metadata") or {}).get("ownerReferences") or []:
+        for ref in owner_references(removed):
             if not ref.get("blockOwnerDeletion"):
                 continue
             owner = self._owner_of(removed, ref)
@@ -747,9 +821,27 @@ class ClusterApi:
 
     # -- subresources --------------------------------------------------------------------------------------
 
-    def bind(self, namespace: str, name: str, binding: Obj, *, url_name: str | None = None) -> Obj:
+    def bind(
+        self,
+        namespace: str,
+        name: str,
+        binding: Obj,
+        *,
+        url_name: str | None = None,
+        field_validation: str | None = None,
+        warnings: list[str] | None = None,
+    ) -> Obj:
         """POST pods/{name}/binding (and the legacy namespaced ``bindings``), as upstream's BindingREST."""
         assert self._pod_type is not None
+        if field_validation is not None and isinstance(binding, dict):
+            try:
+                checked = schema.check_object("", "v1", "Binding", binding, field_validation, required=False)
+            except schema.DecodeError as e:
+                raise errors.bad_request(
+                    f'Binding in version "v1" cannot be handled as a Binding: {e}'
+                ) from None
+            if warnings is not None:
+                warnings.extend(checked.warnings)
         pod_name, node = bindings.pod_name_of(binding, url_name)
         st = self._require(self._pod_type, namespace, pod_name)
         new = bindings.bound_pod(st, namespace, pod_name, binding, node)
@@ -795,6 +887,37 @@ class ClusterApi:
 
 
 # -- small helpers ------------------------------------------------------------------------------------------
+
+
+def owner_references(obj: Obj) -> list[Obj]:
+    """An object's ownerReferences, skipping anything that is not one (objects stored before the schema check, or
+    by trusted in-process writers, must never break the garbage collector)."""
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if not isinstance(refs, list):
+        return []
+    return [ref for ref in refs if isinstance(ref, dict)]
+
+
+def _with_required(causes: list[dict[str, str]], missing: list[str] | None) -> list[dict[str, str]]:
+    """The kind's causes plus a Required value for each schema-required field they do not already name."""
+    if not missing:
+        return causes
+    named = {c.get("field") for c in causes}
+    return causes + [errors.field_required(f) for f in missing if f not in named]
+
+
+def _check_size(obj: Obj) -> None:
+    """etcd refuses a request over its limit; kube-apiserver passes that on (see MAX_OBJECT_BYTES)."""
+    if len(orjson.dumps(obj)) > MAX_OBJECT_BYTES:
+        raise errors.ApiError(
+            413, "RequestEntityTooLarge", "Request entity too large: etcdserver: request is too large"
+        )
+
+
+def _compact(obj: Obj, limit: int = 200) -> str:
+    text = orjson.dumps(obj).decode()
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _without_rv(obj: Obj) -> Obj:

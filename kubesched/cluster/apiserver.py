@@ -18,16 +18,16 @@ from typing import Any
 from urllib.parse import unquote
 
 import orjson
-import yaml
 from aiohttp import web
 
-from kubesched.cluster import discovery, errors, openapi, protobuf, tables
+from kubesched.cluster import discovery, errors, openapi, protobuf, schema, tables
 from kubesched.cluster.api import ClusterApi
 from kubesched.cluster.auth.authn import Authenticator
 from kubesched.cluster.auth.rbac import RBACAuthorizer, forbidden_error, request_attributes
 from kubesched.cluster.auth.reviews import REVIEW_GROUPS, AuthApi
 from kubesched.cluster.auth.user import ANONYMOUS_USER, UserInfo
 from kubesched.cluster.resources import ResourceType
+from kubesched.cluster.schema import bodies
 from kubesched.cluster.storage.interface import BOOKMARK, ERROR, Stored
 
 log = logging.getLogger("kubesched.apiserver")
@@ -35,7 +35,27 @@ log = logging.getLogger("kubesched.apiserver")
 JSON = "application/json"
 PUBLIC_PATHS = {"/version", "/healthz", "/livez", "/readyz"}
 TOO_LARGE_RV_WAIT = 3.0
-CLIENT_MAX_SIZE = 64 * 1024 * 1024
+# kube-apiserver's MaxRequestBodyBytes: larger bodies get 413 before they are read (or once they pass it).
+CLIENT_MAX_SIZE = bodies.MAX_BODY_BYTES
+# YAML bodies larger than this are parsed on a worker thread, so the event loop keeps serving meanwhile.
+YAML_INLINE_BYTES = 64 * 1024
+BODY_CONTENT_TYPES = (JSON, "application/yaml", "application/vnd.kubernetes.protobuf")
+PATCH_CONTENT_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+    "application/apply-patch+cbor",
+)
+# The options of write requests as upstream validates them (apimachinery's ValidateCreateOptions and friends).
+FIELD_MANAGER_MAX_LENGTH = 128
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+_OPTIONS_KIND = {
+    "POST": "CreateOptions",
+    "PUT": "UpdateOptions",
+    "PATCH": "PatchOptions",
+    "DELETE": "DeleteOptions",
+}
 # A watch that wakes for a new event lets the writes already under way run first (one pass of the event loop,
 # no added delay), unless WATCH_BATCH_EVENTS are already buffered: during a burst of writes (thousands of
 # bindings a second) each chunk then carries many events, so the server and every watcher pay one TLS record,
@@ -65,6 +85,66 @@ def _json_response(body: Any, status: int = 200, content_type: str = JSON) -> we
 
 def _error_response(err: errors.ApiError) -> web.Response:
     return _json_response(err.status(), err.code)
+
+
+def _add_warnings(resp: web.StreamResponse, warnings: list[str]) -> None:
+    """``Warning: 299 - "text"`` headers, as kube-apiserver sends them (kubectl prints ``Warning: text``)."""
+    for text in dict.fromkeys(warnings):
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        resp.headers.add("Warning", f'299 - "{escaped}"')
+
+
+def _int_param(q: Any, key: str) -> int | None:
+    """An integer query parameter; 400 with Go's parse error for anything else (upstream's parameter codec)."""
+    raw = q.get(key)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw, 10)
+    except ValueError:
+        raise errors.bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax') from None
+
+
+@dataclass(slots=True)
+class WriteOptions:
+    """The query options of a write, validated."""
+
+    dry_run: bool
+    field_validation: str
+    field_manager: str | None
+
+
+def _write_options(request: web.Request) -> WriteOptions:
+    """dryRun, fieldValidation and fieldManager as upstream validates them: 422 on the request's options kind."""
+    q = request.query
+    causes: list[dict[str, str]] = []
+    dry = q.getall("dryRun", [])
+    for value in dry:
+        if value != "All":
+            causes.append(errors.field_not_supported("dryRun", value, ["All"]))
+    deleting = request.method == "DELETE"
+    validation = q.get("fieldValidation") or schema.WARN  # kube-apiserver's default
+    if not deleting and validation not in schema.FIELD_VALIDATIONS:
+        causes.append(
+            errors.field_not_supported("fieldValidation", validation, list(schema.FIELD_VALIDATIONS))
+        )
+    manager = q.get("fieldManager")
+    if manager is not None and not deleting:
+        if len(manager.encode()) > FIELD_MANAGER_MAX_LENGTH:
+            causes.append(
+                {
+                    "reason": "FieldValueTooLong",
+                    "message": f"Too long: may not be more than {FIELD_MANAGER_MAX_LENGTH} bytes",
+                    "field": "fieldManager",
+                }
+            )
+        elif not manager.isprintable():
+            causes.append(
+                errors.field_invalid("fieldManager", manager, "must only contain printable characters")
+            )
+    if causes:
+        raise errors.invalid(_OPTIONS_KIND.get(request.method, "CreateOptions"), "", causes, "meta.k8s.io")
+    return WriteOptions("All" in dry, validation, manager or None)
 
 
 def _qbool(q: Any, key: str) -> bool:
@@ -333,8 +413,22 @@ class ApiServer:
             body = await self._body(request)
             return _json_response(self.auth_api.token_request(t.namespace or "default", t.name, body), 201)
         if method == "POST" and t.subresource == "binding":
+            opts = _write_options(request)
             body = await self._body(request)
-            return _json_response(self.api.bind(t.namespace or "default", t.name, body, url_name=t.name), 201)
+            warnings: list[str] = []
+            resp = _json_response(
+                self.api.bind(
+                    t.namespace or "default",
+                    t.name,
+                    body,
+                    url_name=t.name,
+                    field_validation=opts.field_validation,
+                    warnings=warnings,
+                ),
+                201,
+            )
+            _add_warnings(resp, warnings)
+            return resp
         raise errors.method_not_allowed()
 
     # -- reads --------------------------------------------------------------------------------------------
@@ -355,7 +449,7 @@ class ApiServer:
         q = request.query
         rtype = t.rtype
         pred = self.api.predicate(rtype, q.get("labelSelector"), q.get("fieldSelector"))
-        limit = int(q.get("limit") or 0)
+        limit = _int_param(q, "limit") or 0
         rv_param = q.get("resourceVersion")
         rv_match = q.get("resourceVersionMatch")
         cont = q.get("continue")
@@ -445,7 +539,7 @@ class ApiServer:
                 raise self._too_large(want)
         # Without initial events, "" and "0" both mean: changes from now on.
         since = None if initial_state else (want or self.api.store.revision)
-        timeout_s = float(q.get("timeoutSeconds") or random.uniform(1800, 3600))
+        timeout_s = float(_int_param(q, "timeoutSeconds") or random.uniform(1800, 3600))
         # Subscribing may raise 410 Expired; as kube-apiserver does, that goes out as an ERROR event in a 200.
         try:
             watcher, initial = self.api.store.watch(
@@ -537,11 +631,19 @@ class ApiServer:
 
     # -- writes -------------------------------------------------------------------------------------------
 
-    async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()
+    async def _body(self, request: web.Request, *, patch: bool = False) -> Any:
+        """The decoded body (None if empty) within kube-apiserver's bounds (``schema/bodies.py``): 413 above
+        3 MiB, 415 for a media type it does not decode, 400 for what does not parse."""
+        length = request.content_length
+        if length is not None and length > bodies.MAX_BODY_BYTES:
+            raise errors.ApiError(413, "RequestEntityTooLarge", bodies.too_large_message())
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise errors.ApiError(413, "RequestEntityTooLarge", bodies.too_large_message()) from None
         if not raw:
             return None
-        ctype = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower()
+        ctype = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower() or JSON
         if ctype == protobuf.PROTOBUF_CONTENT_TYPE:
             # client-go's typed clients (kubectl create namespace/deployment/...) send protobuf and never fall back.
             try:
@@ -555,32 +657,48 @@ class ApiServer:
                 ) from None
             except protobuf.ProtobufError as e:
                 raise errors.bad_request(f"the request body could not be decoded as protobuf: {e}") from None
-        if ctype == "application/cbor":
+        if patch:
+            if ctype not in PATCH_CONTENT_TYPES:
+                raise errors.unsupported_media_type(ctype)
+        elif ctype not in BODY_CONTENT_TYPES:
             raise errors.ApiError(
                 415,
                 "UnsupportedMediaType",
-                f"the body of the request was in an unknown format - accepted media types include: "
-                f"application/json, application/yaml (got {ctype})",
+                "the body of the request was in an unknown format - accepted media types include: "
+                + ", ".join(BODY_CONTENT_TYPES),
             )
         try:
-            return orjson.loads(raw)  # kubectl sends JSON even for apply-patch+yaml
-        except orjson.JSONDecodeError as e:
-            if ctype.endswith("yaml"):
-                try:
-                    return yaml.safe_load(raw)
-                except yaml.YAMLError as ye:
-                    raise errors.bad_request(f"the request body could not be decoded as YAML: {ye}") from None
+            try:
+                return bodies.parse_json(raw)  # kubectl sends JSON even for apply-patch+yaml
+            except bodies.BodyError as e:
+                if not ctype.endswith("yaml") or raw.lstrip()[:1] in (b"{", b"["):
+                    raise errors.bad_request(f"the request body could not be decoded: {e}") from None
+            if len(raw) > YAML_INLINE_BYTES:
+                return await asyncio.to_thread(bodies.parse_yaml, raw)
+            return bodies.parse_yaml(raw)
+        except bodies.BodyError as e:
             raise errors.bad_request(f"the request body could not be decoded: {e}") from None
 
-    @staticmethod
-    def _dry_run(request: web.Request) -> bool:
-        return request.query.get("dryRun") == "All"
+    def _respond(
+        self, request: web.Request, rtype: ResourceType, st: Stored, status: int, warnings: list[str]
+    ) -> web.Response:
+        resp = self._object_response(request, rtype, st, status)
+        if warnings:
+            _add_warnings(resp, warnings)
+        return resp
 
     async def _create(self, request: web.Request, t: Target) -> web.Response:
+        opts = _write_options(request)
         body = await self._body(request)
+        warnings: list[str] = []
         if t.rtype.plural == "bindings":
             ns = t.namespace or "default"
-            return _json_response(self.api.bind(ns, "", body or {}), 201)
+            resp = _json_response(
+                self.api.bind(ns, "", body or {}, field_validation=opts.field_validation, warnings=warnings),
+                201,
+            )
+            _add_warnings(resp, warnings)
+            return resp
         if t.rtype.group in REVIEW_GROUPS and self.auth_api is not None:
             user = request.get(USER_KEY) or UserInfo(ANONYMOUS_USER)
             return _json_response(self.auth_api.review(t.rtype, body, t.namespace, user), 201)
@@ -588,42 +706,56 @@ class ApiServer:
             t.rtype,
             body,
             t.namespace,
-            field_manager=request.query.get("fieldManager"),
-            dry_run=self._dry_run(request),
+            field_manager=opts.field_manager,
+            dry_run=opts.dry_run,
+            field_validation=opts.field_validation,
+            warnings=warnings,
         )
-        return self._object_response(request, t.rtype, st, 201)
+        return self._respond(request, t.rtype, st, 201, warnings)
 
     async def _update(self, request: web.Request, t: Target) -> web.Response:
+        opts = _write_options(request)
         body = await self._body(request)
         assert t.name is not None
         if t.subresource == "scale":
-            return _json_response(self.api.update_scale(t.rtype, t.namespace, t.name, body or {}))
+            return _json_response(self.api.update_scale(t.rtype, t.namespace, t.name, _scale_body(body)))
         if t.subresource == "binding":
             raise errors.method_not_allowed()
+        warnings: list[str] = []
         st, created = self.api.update(
             t.rtype,
             body,
             t.namespace,
             t.name,
             subresource=t.subresource,
-            field_manager=request.query.get("fieldManager"),
-            dry_run=self._dry_run(request),
+            field_manager=opts.field_manager,
+            dry_run=opts.dry_run,
+            field_validation=opts.field_validation,
+            warnings=warnings,
         )
-        return self._object_response(request, t.rtype, st, 201 if created else 200)
+        return self._respond(request, t.rtype, st, 201 if created else 200, warnings)
 
     async def _patch(self, request: web.Request, t: Target) -> web.Response:
         assert t.name is not None
-        body = await self._body(request)
+        opts = _write_options(request)
+        body = await self._body(request, patch=True)
         ctype = request.headers.get("Content-Type", "")
         if t.subresource == "scale":
             current = self.api.scale_of(t.rtype, self.api.get(t.rtype, t.namespace, t.name).obj)
             from kubesched.cluster import patch as patching
 
             if ctype.startswith("application/json-patch"):
+                if not isinstance(body, list):
+                    raise errors.bad_request(
+                        "json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp"
+                    )
                 new = patching.json_patch(current, body)
             else:
+                if not isinstance(body, dict):
+                    raise errors.bad_request("the merge patch must be an object")
                 new = patching.merge_patch(current, body)
-            return _json_response(self.api.update_scale(t.rtype, t.namespace, t.name, new))
+            return _json_response(self.api.update_scale(t.rtype, t.namespace, t.name, _scale_body(new)))
+        warnings: list[str] = []
         st, created = self.api.patch(
             t.rtype,
             t.namespace,
@@ -631,39 +763,79 @@ class ApiServer:
             body,
             ctype,
             subresource=t.subresource,
-            field_manager=request.query.get("fieldManager"),
+            field_manager=opts.field_manager,
             force=_qbool(request.query, "force"),
-            dry_run=self._dry_run(request),
+            dry_run=opts.dry_run,
+            field_validation=opts.field_validation,
+            warnings=warnings,
         )
-        return self._object_response(request, t.rtype, st, 201 if created else 200)
+        return self._respond(request, t.rtype, st, 201 if created else 200, warnings)
 
-    async def _delete(self, request: web.Request, t: Target) -> web.Response:
-        assert t.name is not None
-        options = await self._body(request) or {}
+    async def _delete_options(self, request: web.Request) -> tuple[dict[str, Any], bool]:
+        """The DeleteOptions of a DELETE (body and query), checked as upstream decodes them; and dryRun."""
+        opts = _write_options(request)
+        body = await self._body(request)
+        if body is None:
+            options: dict[str, Any] = {}
+        elif isinstance(body, dict):
+            try:
+                schema.check_object("meta.k8s.io", "v1", "DeleteOptions", body, schema.IGNORE, required=False)
+            except schema.DecodeError as e:
+                raise errors.bad_request(str(e)) from None
+            options = body
+        else:
+            raise errors.bad_request(
+                "json: cannot unmarshal "
+                + ("array" if isinstance(body, list) else "value")
+                + " into Go value of type v1.DeleteOptions"
+            )
         q = request.query
-        if "gracePeriodSeconds" in q:
-            options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+        grace = _int_param(q, "gracePeriodSeconds")
+        if grace is not None:
+            options["gracePeriodSeconds"] = grace
         if "propagationPolicy" in q:
             options["propagationPolicy"] = q["propagationPolicy"]
         if "orphanDependents" in q:
             options["orphanDependents"] = _qbool(q, "orphanDependents")
-        st, _removed = self.api.delete(t.rtype, t.namespace, t.name, options, dry_run=self._dry_run(request))
+        policy = options.get("propagationPolicy")
+        if policy is not None and policy not in PROPAGATION_POLICIES:
+            raise errors.invalid(
+                "DeleteOptions",
+                "",
+                [errors.field_not_supported("propagationPolicy", policy, list(PROPAGATION_POLICIES))],
+                "meta.k8s.io",
+            )
+        return options, opts.dry_run or "All" in (options.get("dryRun") or [])
+
+    async def _delete(self, request: web.Request, t: Target) -> web.Response:
+        assert t.name is not None
+        options, dry_run = await self._delete_options(request)
+        st, _removed = self.api.delete(t.rtype, t.namespace, t.name, options, dry_run=dry_run)
         return self._object_response(request, t.rtype, st, 200)
 
     async def _delete_collection(self, request: web.Request, t: Target) -> web.Response:
         q = request.query
-        options = await self._body(request) or {}
+        options, dry_run = await self._delete_options(request)
         pred = self.api.predicate(t.rtype, q.get("labelSelector"), q.get("fieldSelector"))
         items, _ = self.api.store.list(t.rtype.storage_key, t.namespace, pred)
         for st in items:
             try:
-                self.api.delete(
-                    t.rtype, st.key[0] or None, st.key[1], options, dry_run=self._dry_run(request)
-                )
+                self.api.delete(t.rtype, st.key[0] or None, st.key[1], options, dry_run=dry_run)
             except errors.ApiError as e:
                 if e.code != 404:
                     raise
         return _json_response(errors.success(200))
+
+
+def _scale_body(body: Any) -> dict[str, Any]:
+    """An autoscaling/v1 Scale as upstream decodes it (400 for wrong types)."""
+    if not isinstance(body, dict):
+        raise errors.bad_request("the body of the request must be a Scale")
+    try:
+        schema.check_object("autoscaling", "v1", "Scale", body, schema.IGNORE, required=False)
+    except schema.DecodeError as e:
+        raise errors.bad_request(f'Scale in version "v1" cannot be handled as a Scale: {e}') from None
+    return body
 
 
 class _Runner(web.ServerRunner):

@@ -411,7 +411,8 @@ async def test_version_and_crd_discovery(http: Client) -> None:
     _, groups = await http.get("/apis")
     assert "example.com" in [g["name"] for g in groups["groups"]]
     await http.post(
-        "/apis/example.com/v1/namespaces/pg/widgets", {"metadata": {"name": "w"}, "spec": {"n": 1}}
+        "/apis/example.com/v1/namespaces/pg/widgets",
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"n": 1}},
     )
     status, listed = await http.get("/apis/example.com/v1/namespaces/pg/widgets")
     assert status == 200 and listed["kind"] == "WidgetList" and names(listed) == ["w"]
