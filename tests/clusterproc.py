@@ -117,16 +117,67 @@ def https_get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
         return e.code, e.read().decode()
 
 
+def publish_client_ca(kubeconfig: Path) -> None:
+    """Publish the cluster CA as ``kube-system/extension-apiserver-authentication``'s ``client-ca-file`` (what
+    kube-apiserver does; idempotent), so a component's secure port verifies the admin's client certificate."""
+    import asyncio
+    import threading
+
+    from kubesched.client.config import load_config
+    from kubesched.client.rest import ApiClient, ApiError
+
+    config = load_config(str(kubeconfig))
+    if config.ca_data is None and config.ca_file is None:
+        return  # plain HTTP: nothing to publish
+    ca = config.ca_data or Path(str(config.ca_file)).read_bytes()
+
+    async def publish() -> None:
+        body = {
+            "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"},
+            "data": {"client-ca-file": ca.decode()},
+        }
+        async with ApiClient(config) as client:
+            try:
+                await client.create("v1", "configmaps", body, namespace="kube-system")
+            except ApiError as e:
+                if not e.is_already_exists():
+                    raise
+
+    errors: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _capture(errors, lambda: asyncio.run(publish())))
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+
+
+def _capture(errors: list[BaseException], fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except BaseException as e:  # re-raised by the caller's thread
+        errors.append(e)
+
+
 @dataclass
 class SchedulerProcess:
-    """A ``kubesched scheduler`` process; ``output`` collects its stdout and stderr lines as they come."""
+    """A ``kubesched scheduler`` process; ``output`` collects its stdout and stderr lines as they come.
+    ``get`` presents the kubeconfig's credentials to the secure port (its guarded paths need them);
+    ``get(..., anonymous=True)`` presents none."""
 
     proc: subprocess.Popen[str]
     port: int
     output: list[str]
+    kubeconfig: Path | None = None
 
-    def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
-        return https_get(self.port, path, timeout)
+    def get(self, path: str, timeout: float = 5.0, *, anonymous: bool = False) -> tuple[int, str]:
+        if anonymous or self.kubeconfig is None:
+            return https_get(self.port, path, timeout)
+        from kubesched.serving import kubeconfig_get_sync
+
+        status, body = kubeconfig_get_sync(
+            f"https://127.0.0.1:{self.port}{path}", str(self.kubeconfig), timeout=timeout
+        )
+        return status, body.decode()
 
     def metrics(self) -> str:
         status, body = self.get("/metrics")
@@ -162,6 +213,7 @@ def start_scheduler(
     import threading
 
     port = port or free_port()
+    publish_client_ca(kubeconfig)
     cmd = [
         sys.executable,
         "-m",
@@ -184,7 +236,7 @@ def start_scheduler(
             lines.append(line.rstrip())
 
     threading.Thread(target=drain, daemon=True).start()
-    sched = SchedulerProcess(proc, port, lines)
+    sched = SchedulerProcess(proc, port, lines, kubeconfig)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

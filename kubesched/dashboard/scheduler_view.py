@@ -8,6 +8,9 @@ skipped). The queue is read at the same pace.
 
 TLS: the scheduler's secure port usually has a self-signed certificate. It is verified against ``ca_file`` when
 one is given; without one, verification is off only for a loopback address, and any other address is refused.
+
+Credentials: the secure port authorizes ``/metrics`` and ``/debug/*`` (kube-scheduler's delegated authorization),
+so the watcher presents ``credentials`` (the dashboard's kubeconfig: its client certificate and/or bearer token).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
+from kubesched.client.config import ClientConfig, load_client_certificate
+from kubesched.serving.fetch import auth_headers
+
 log = logging.getLogger(__name__)
 
 ATTEMPTS = "scheduler_schedule_attempts"
@@ -48,7 +54,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def ssl_context_for(url: str, ca_file: str | None) -> ssl.SSLContext | None:
+def ssl_context_for(
+    url: str, ca_file: str | None, credentials: ClientConfig | None = None
+) -> ssl.SSLContext | None:
+    ctx = _server_context(url, ca_file)
+    if (
+        ctx is not None
+        and credentials is not None
+        and (credentials.client_cert_file or credentials.client_cert_data)
+    ):
+        load_client_certificate(ctx, credentials)
+    return ctx
+
+
+def _server_context(url: str, ca_file: str | None) -> ssl.SSLContext | None:
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise SchedulerUrlError(f"--scheduler-url {url!r}: expected https://host:port")
@@ -65,6 +84,14 @@ def ssl_context_for(url: str, ca_file: str | None) -> ssl.SSLContext | None:
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE  # loopback, self-signed: nothing on the way to impersonate it
     return ctx
+
+
+def _status_message(body: bytes) -> str:
+    """The message of a ``metav1.Status`` answer (401/403 from the secure port), else the start of the body."""
+    try:
+        return str(orjson.loads(body).get("message") or "")
+    except (ValueError, AttributeError):
+        return body[:200].decode("utf-8", "replace").strip()
 
 
 @dataclass(slots=True)
@@ -156,10 +183,11 @@ class SchedulerWatcher:
     queue_error: str = ""
     metrics_error: str = ""
     last_poll: float = 0.0
+    credentials: ClientConfig | None = None
 
     def __post_init__(self) -> None:
         self.url = self.url.rstrip("/")
-        self._ssl = ssl_context_for(self.url, self.ca_file)
+        self._ssl = ssl_context_for(self.url, self.ca_file, self.credentials)
         self.samples = deque(maxlen=max(2, int(self.window / self.interval) + 1))
         self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -184,7 +212,7 @@ class SchedulerWatcher:
         return self._session
 
     async def _get(self, path: str) -> tuple[int, bytes]:
-        async with self._get_session().get(self.url + path) as r:
+        async with self._get_session().get(self.url + path, headers=auth_headers(self.credentials)) as r:
             return r.status, await r.read()
 
     async def poll_once(self) -> None:
@@ -193,7 +221,7 @@ class SchedulerWatcher:
         try:
             status, body = await self._get("/metrics")
             if status != 200:
-                raise RuntimeError(f"/metrics answered {status}")
+                raise RuntimeError(f"/metrics answered {status}: {_status_message(body)}")
             sample = await asyncio.to_thread(parse_metrics, body.decode("utf-8", "replace"), now)
             self.samples.append(sample)
             self.metrics_error = ""
@@ -204,6 +232,8 @@ class SchedulerWatcher:
             if status == 404:
                 self.queue = None
                 self.queue_error = "the scheduler serves no /debug/queue: start it with --explain"
+            elif status in (401, 403):
+                raise RuntimeError(f"/debug/queue answered {status}: {_status_message(body)}")
             elif status != 200:
                 raise RuntimeError(f"/debug/queue answered {status}")
             else:

@@ -13,11 +13,15 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import math
 import signal
 import socket
 import sys
 import uuid
 from typing import TYPE_CHECKING, Any
+
+from kubesched.serving.options import AuthSetupError, go_bool, port_number
+from kubesched.serving.options import add_flags as add_serving_flags
 
 if TYPE_CHECKING:
     from kubesched.scheduler.framework.catalogue import Catalogue
@@ -29,13 +33,24 @@ startup_log = logging.getLogger(STARTUP_LOGGER)
 EXIT_LEADERSHIP_LOST = 1
 
 
-def _go_bool(value: str) -> bool:
-    v = value.strip().lower()
-    if v in ("true", "1", "t", "yes"):
-        return True
-    if v in ("false", "0", "f", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean value {value!r}")
+def _finite_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {value!r}") from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"invalid number {value!r}: must be finite")
+    return number
+
+
+def _non_negative_int(value: str) -> int:
+    try:
+        number = int(value, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"invalid integer {value!r}: must not be negative")
+    return number
 
 
 def _duration(value: str) -> float:
@@ -55,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", help="address of the API server (overrides the kubeconfig's server)")
     p.add_argument(
         "--leader-elect",
-        type=_go_bool,
+        type=go_bool,
         nargs="?",
         const=True,
         default=None,
@@ -68,14 +83,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leader-elect-resource-name", default=None)
     p.add_argument("--leader-elect-resource-namespace", default=None)
     p.add_argument(
-        "--secure-port", type=int, default=10259, help="HTTPS port for /healthz and /metrics (0 = off)"
+        "--secure-port",
+        type=port_number,
+        default=10259,
+        help="HTTPS port for /healthz, /metrics, /configz and /debug (0 = off)",
     )
     p.add_argument("--bind-address", default="0.0.0.0", help="address of the secure port (default 0.0.0.0)")
     p.add_argument("--tls-cert-file", default=None)
     p.add_argument("--tls-private-key-file", default=None)
-    p.add_argument("--kube-api-qps", type=float, default=None, help="deprecated: use clientConnection.qps")
-    p.add_argument("--kube-api-burst", type=int, default=None, help="deprecated: use clientConnection.burst")
+    p.add_argument(
+        "--cert-dir",
+        default=None,
+        help="where the self-signed serving pair is kept without --tls-cert-file (default: not kept)",
+    )
+    p.add_argument(
+        "--kube-api-qps", type=_finite_float, default=None, help="deprecated: use clientConnection.qps"
+    )
+    p.add_argument(
+        "--kube-api-burst",
+        type=_non_negative_int,
+        default=None,
+        help="deprecated: use clientConnection.burst",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed the tie-breaking among equally scored nodes")
+    add_serving_flags(p)
     p.add_argument(
         "--explain",
         action="store_true",
@@ -200,14 +231,25 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
         print(f"kubesched scheduler: cannot build the scheduling profiles: {e}", file=sys.stderr)
         return 1
     server = None
+    auth = None
     if args.secure_port:
+        from kubesched.serving import delegated_auth
+
+        try:
+            auth = await delegated_auth(args, client_config)
+        except AuthSetupError as e:
+            await client.close()
+            print(f"kubesched scheduler: {e}", file=sys.stderr)
+            return 1
         server = SecureServer(
             bind_address=args.bind_address,
             port=args.secure_port,
             cert_file=args.tls_cert_file,
             key_file=args.tls_private_key_file,
+            cert_dir=args.cert_dir,
             metrics=metrics,
             configz=lambda: _configz(config),
+            auth=auth,
         )
         decisions = sched.decisions
         if decisions is not None:
@@ -287,6 +329,8 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
         await sched.stop()
         if server is not None:
             await server.stop()
+        if auth is not None:
+            await auth.close()
         await client.close()
 
 

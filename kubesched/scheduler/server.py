@@ -12,17 +12,16 @@ Paths, as upstream's ``newHealthEndpointsAndMetricsHandler``:
 
 TLS comes from ``cert_file``/``key_file`` or, without them, from a self-signed pair for ``localhost`` and
 ``127.0.0.1`` (kept in ``cert_dir`` if given, else generated in a temporary directory that is removed once
-loaded), as kube-scheduler does. Authentication and authorization delegation are not implemented: every path is
-served to anyone who can connect.
+loaded), as kube-scheduler does. With ``auth`` (``kubesched.serving.DelegatedAuth``) every path is authenticated
+and authorized as kube-scheduler's: ``/healthz``, ``/readyz``, ``/livez`` for anyone (the default
+``--authorization-always-allow-paths``), ``/metrics``, ``/configz`` and ``/debug/*`` only for callers a
+SubjectAccessReview allows (401/403 otherwise). Serving is ``kubesched.serving.SecureServing``.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-import socket
-import ssl
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -32,15 +31,15 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from kubesched.cluster.certs import self_signed_pair
 from kubesched.scheduler.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from kubesched.scheduler.metrics import SchedulerMetrics
+from kubesched.serving import DelegatedAuth, SecureServing
+from kubesched.serving import url_host as url_host
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BIND_ADDRESS = "0.0.0.0"
 DEFAULT_SECURE_PORT = 10259
-SELF_SIGNED_HOSTS = ("localhost", "127.0.0.1")
 SELF_SIGNED_PAIR_NAME = "kube-scheduler"
 
 HEALTHZ = "healthz"
@@ -58,15 +57,6 @@ _NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 
 # A check answers None when healthy, or a reason (a string, or by raising) when not. It may be a coroutine.
 Check = Callable[[], "str | Awaitable[str | None] | None"]
-
-
-def url_host(bind_address: str) -> str:
-    """The host part of a URL that reaches a server bound to ``bind_address`` (a wildcard: this machine)."""
-    if bind_address in ("", "0.0.0.0"):
-        return "127.0.0.1"
-    if bind_address == "::":
-        return "[::1]"
-    return f"[{bind_address}]" if ":" in bind_address else bind_address
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +148,12 @@ class SecureServer:
         metrics: SchedulerMetrics | None = None,
         configz: Any = None,
         handler_sync_check: bool = True,
+        auth: DelegatedAuth | None = None,
     ) -> None:
         if (cert_file is None) != (key_file is None):
             raise ValueError("--tls-cert-file and --tls-private-key-file must be given together")
+        self.auth = auth
+        self._serving: SecureServing | None = None
         self.bind_address = bind_address
         self.requested_port = port
         self.cert_file = Path(cert_file) if cert_file is not None else None
@@ -173,7 +166,6 @@ class SecureServer:
         self._handler_sync_check = handler_sync_check
         self._handlers_synced = False
         self._shutting_down = False
-        self._runner: web.AppRunner | None = None
         self._port: int | None = None
         # The files the server was started with (generated ones included), for clients that want to trust it.
         self.serving_cert: Path | None = None
@@ -239,41 +231,27 @@ class SecureServer:
         return handler
 
     async def start(self) -> None:
-        context = self._ssl_context()
-        family = socket.AF_INET6 if ":" in self.bind_address else socket.AF_INET
-        sock = socket.create_server((self.bind_address, self.requested_port), family=family, backlog=128)
-        self._port = sock.getsockname()[1]
+        serving = SecureServing(
+            self.build_app(),
+            bind_address=self.bind_address,
+            port=self.requested_port,
+            cert_file=self.cert_file,
+            key_file=self.key_file,
+            cert_dir=self.cert_dir,
+            pair_name=SELF_SIGNED_PAIR_NAME,
+            auth=self.auth,
+        )
         self._shutting_down = False
-        runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
-        await runner.setup()
-        await web.SockSite(runner, sock, ssl_context=context).start()
-        self._runner = runner
-        log.info("serving securely on %s:%d", self.bind_address, self._port)
+        await serving.start()
+        self._serving = serving
+        self._port = serving.port
+        self.serving_cert = serving.serving_cert
 
     async def stop(self) -> None:
         self._shutting_down = True
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
-
-    def _ssl_context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        if self.cert_file is not None and self.key_file is not None:
-            context.load_cert_chain(self.cert_file, self.key_file)
-            self.serving_cert = self.cert_file
-            return context
-        if self.cert_dir is not None:
-            cert, key = self_signed_pair(self.cert_dir, list(SELF_SIGNED_HOSTS), SELF_SIGNED_PAIR_NAME)
-            context.load_cert_chain(cert, key)
-            self.serving_cert = cert
-            return context
-        # In memory as far as anyone else can tell: the files live only until they are loaded.
-        with tempfile.TemporaryDirectory(prefix="kubesched-serving-") as tmp:
-            cert, key = self_signed_pair(Path(tmp), list(SELF_SIGNED_HOSTS), SELF_SIGNED_PAIR_NAME)
-            context.load_cert_chain(cert, key)
-        self.serving_cert = None
-        return context
+        if self._serving is not None:
+            serving, self._serving = self._serving, None
+            await serving.stop()
 
     # -- handlers -----------------------------------------------------------------------------------------------
 

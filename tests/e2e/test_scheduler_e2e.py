@@ -719,6 +719,15 @@ def test_secure_port_serves_health_and_metrics(make_env: Callable[..., Env]) -> 
     assert "# TYPE scheduler_pending_pods gauge" in raw
     assert "# TYPE scheduler_scheduling_attempt_duration_seconds histogram" in raw
 
+    # Delegated authentication and authorization, as kube-scheduler: health for anyone; /metrics and /configz
+    # for callers the API server allows (the admin's client certificate here), 403 in upstream's words otherwise.
+    assert s.get("/healthz", anonymous=True) == (200, "ok")
+    for path in ("/metrics", "/configz"):
+        status, body = s.get(path, anonymous=True)
+        assert status == 403, (path, status, body)
+        assert json.loads(body)["message"] == f'forbidden: User "system:anonymous" cannot get path "{path}"'
+    assert s.get("/configz")[0] == 200
+
 
 # --- 6. invalid configuration -------------------------------------------------------------------------------------
 

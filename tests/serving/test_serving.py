@@ -18,6 +18,7 @@ from aiohttp import web
 from kubesched import serving
 from kubesched.client.config import ClientConfig, load_config
 from kubesched.client.rest import ApiClient
+from kubesched.cluster.auth.bootstrap import ensure_authentication_configmap
 from kubesched.cluster.local import ClusterOptions, LocalCluster
 
 
@@ -156,17 +157,15 @@ async def test_admin_client_certificate(
 
 async def test_client_ca_from_the_cluster_configmap(cluster: LocalCluster) -> None:
     config = admin(cluster)
-    async with ApiClient(config) as client:
-        # Without the ConfigMap, certificates do not authenticate: the admin is anonymous.
-        auth = await serving.delegated_auth(args(), config)
-        assert auth.client_ca is None
-        await auth.close()
-        cm = {
-            "metadata": {"name": "extension-apiserver-authentication"},
-            "data": {"client-ca-file": Path(ca_file(cluster)).read_text()},
-        }
-        await client.create("v1", "configmaps", cm, namespace="kube-system")
+    # Without the ConfigMap, certificates do not authenticate (the admin would be anonymous).
     auth = await serving.delegated_auth(args(), config)
+    assert auth.client_ca is None
+    await auth.close()
+    ca = Path(ca_file(cluster)).read_bytes()
+    assert ensure_authentication_configmap(cluster.api, ca)
+    assert not ensure_authentication_configmap(cluster.api, ca)  # already published
+    auth = await serving.delegated_auth(args(), config)
+    assert auth.client_ca == ca
     server = serving.SecureServing(app(), bind_address="127.0.0.1", port=0, auth=auth)
     await server.start()
     try:
@@ -239,3 +238,22 @@ def test_path_matcher_and_flags() -> None:
     ):
         with pytest.raises(SystemExit):
             parser.parse_args(bad)
+
+
+async def test_dashboard_watcher_presents_the_kubeconfig_credentials(
+    cluster: LocalCluster, guarded: tuple[serving.SecureServing, serving.DelegatedAuth]
+) -> None:
+    from kubesched.dashboard.scheduler_view import SchedulerWatcher
+
+    server, _ = guarded
+    anonymous = SchedulerWatcher(server.url)
+    await anonymous.poll_once()
+    await anonymous.stop()
+    assert 'User "system:anonymous" cannot get path "/metrics"' in anonymous.metrics_error
+    assert "403" in anonymous.queue_error
+    watcher = SchedulerWatcher(server.url, credentials=admin(cluster))
+    await watcher.poll_once()
+    await watcher.stop()
+    # The test app answers text, not Prometheus metrics or JSON: what matters is that it let the admin in.
+    assert "403" not in watcher.metrics_error and "401" not in watcher.metrics_error
+    assert "403" not in watcher.queue_error

@@ -448,3 +448,32 @@ def ensure_bootstrap_policy(api: ClusterApi) -> int:
             if e.code != 409:
                 raise
     return created
+
+
+AUTHENTICATION_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
+
+
+def ensure_authentication_configmap(api: ClusterApi, client_ca_pem: bytes) -> bool:
+    """Publish the client CA as kube-apiserver does: ``kube-system/extension-apiserver-authentication`` with
+    ``client-ca-file``, which components' delegated authentication (kube-scheduler's secure port, kubesched's
+    ``serving``) reads to verify client certificates. Creates it, or updates a stale CA; True when written."""
+    rtype = api.registry.get("", "v1", "configmaps")
+    if rtype is None:
+        return False
+    namespace, name = AUTHENTICATION_CONFIGMAP
+    data = {"client-ca-file": client_ca_pem.decode()}
+    current = api.lookup(rtype, namespace, name)
+    if current is not None:
+        if (current.obj.get("data") or {}).get("client-ca-file") == data["client-ca-file"]:
+            return False
+        body = {**current.obj, "data": {**(current.obj.get("data") or {}), **data}}
+        api.update(rtype, body, namespace, name, field_manager="kube-apiserver")
+        return True
+    try:
+        meta = {"name": name, "namespace": namespace}
+        api.create(rtype, {"metadata": meta, "data": data}, namespace, field_manager="kube-apiserver")
+    except errors.ApiError as e:
+        if e.code != 409:
+            raise
+        return False
+    return True
