@@ -107,7 +107,7 @@ class DraObjects:
         key = obj_key(claim)
         current = self._claims.get(key)
         self.generation += 1
-        if current is None or _rv(claim) > _rv(current):
+        if current is None or _rv(claim) >= _rv(current):
             self._assumed[key] = claim
         self._in_flight.pop(key, None)
         self._refresh_devices(key)
