@@ -69,8 +69,9 @@ def errors_of(text: str, **kwargs: Any) -> list[str]:
 
 # --- the 1.36 default profile ------------------------------------------------------------------------------
 
-# kubernetes-1.36-observed.md "The default profile in 1.36", minus the volume and NodeDeclaredFeatures plugins
-# kubesched does not implement. Score weights from upstream getDefaultPlugins (v1).
+# kubernetes-1.36-observed.md "The default profile in 1.36", minus NodeDeclaredFeatures, which kubesched does not
+# implement. Score weights from upstream getDefaultPlugins (v1); VolumeBinding implements Score, so multiPoint
+# enables it there with weight 1 (it answers SKIP at PreScore while StorageCapacityScoring is off).
 OBSERVED_136 = {
     P.PRE_ENQUEUE: ["SchedulingGates", "DynamicResources", "DefaultPreemption"],
     P.QUEUE_SORT: ["PrioritySort"],
@@ -78,6 +79,10 @@ OBSERVED_136 = {
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
         "DynamicResources",
@@ -89,6 +94,10 @@ OBSERVED_136 = {
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
         "DynamicResources",
@@ -99,6 +108,7 @@ OBSERVED_136 = {
         "TaintToleration",
         "NodeAffinity",
         "NodeResourcesFit",
+        "VolumeBinding",
         "PodTopologySpread",
         "InterPodAffinity",
         "NodeResourcesBalancedAllocation",
@@ -107,14 +117,16 @@ OBSERVED_136 = {
         "TaintToleration",
         "NodeAffinity",
         "NodeResourcesFit",
+        "VolumeBinding",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
     ],
-    P.RESERVE: ["DynamicResources"],
+    P.RESERVE: ["VolumeBinding", "DynamicResources"],
     P.PERMIT: [],
-    P.PRE_BIND: ["DynamicResources"],
+    P.PRE_BIND: ["VolumeBinding", "DynamicResources"],
     P.BIND: ["DefaultBinder"],
     P.POST_BIND: [],
 }
@@ -122,18 +134,14 @@ V1_WEIGHTS = {
     "TaintToleration": 3,
     "NodeAffinity": 2,
     "NodeResourcesFit": 1,
+    "VolumeBinding": 1,
     "PodTopologySpread": 2,
     "InterPodAffinity": 2,
+    "DynamicResources": 2,
     "NodeResourcesBalancedAllocation": 1,
     "ImageLocality": 1,
 }
-VOLUME_AND_NODE_FEATURES = (
-    "VolumeRestrictions",
-    "NodeVolumeLimits",
-    "VolumeBinding",
-    "VolumeZone",
-    "NodeDeclaredFeatures",
-)
+NODE_FEATURES = ("NodeDeclaredFeatures",)
 
 
 @pytest.mark.parametrize("point", EXTENSION_POINTS)
@@ -148,34 +156,17 @@ def test_v1_default_score_weights_and_dropped_plugins() -> None:
     assert profile.plugins.score_weights == V1_WEIGHTS
     assert all(ref.weight == 0 for ref in profile.plugins.filter)
     # Upstream defaults the registry does not know are dropped silently, and recorded.
-    assert profile.dropped_default_plugins == VOLUME_AND_NODE_FEATURES
+    assert profile.dropped_default_plugins == NODE_FEATURES
 
 
 def test_unimplemented_defaults_are_kept_when_the_registry_knows_them() -> None:
-    volume_binding = spec(
-        "VolumeBinding", P.PRE_FILTER, P.FILTER, P.PRE_SCORE, P.SCORE, P.RESERVE, P.PRE_BIND
-    )
-    profile = default_config(catalogue=with_plugins(volume_binding)).profiles[0]
-    assert names(profile.plugins.pre_filter) == [
-        "NodeAffinity",
-        "NodePorts",
-        "NodeResourcesFit",
-        "VolumeBinding",
-        "PodTopologySpread",
-        "InterPodAffinity",
-        "DynamicResources",
-    ]
+    features = spec("NodeDeclaredFeatures", P.PRE_FILTER, P.FILTER)
+    profile = default_config(catalogue=with_plugins(features)).profiles[0]
+    assert names(profile.plugins.pre_filter) == [*OBSERVED_136[P.PRE_FILTER], "NodeDeclaredFeatures"]
+    assert names(profile.plugins.filter) == [*OBSERVED_136[P.FILTER], "NodeDeclaredFeatures"]
+    assert "NodeDeclaredFeatures" not in profile.dropped_default_plugins
     # Upstream's order at Reserve/PreBind: VolumeBinding, DynamicResources.
-    assert (
-        names(profile.plugins.reserve)
-        == names(profile.plugins.pre_bind)
-        == [
-            "VolumeBinding",
-            "DynamicResources",
-        ]
-    )
-    assert profile.plugins.score_weights["VolumeBinding"] == 1  # no weight in multiPoint means 1
-    assert "VolumeBinding" not in profile.dropped_default_plugins
+    assert names(profile.plugins.reserve) == names(profile.plugins.pre_bind) == ["VolumeBinding", "DynamicResources"]
 
 
 def test_default_top_level_values() -> None:
@@ -227,7 +218,7 @@ def test_default_plugin_args() -> None:
 
 def test_v1beta3_defaults_use_multipoint_with_v1_weights() -> None:
     profile = default_config(version="v1beta3").profiles[0]
-    assert profile.plugins.score_weights == V1_WEIGHTS
+    assert profile.plugins.score_weights == {k: w for k, w in V1_WEIGHTS.items() if k != "DynamicResources"}
     assert names(profile.plugins.pre_enqueue) == ["DefaultPreemption", "SchedulingGates"]
     # 1.28 had DynamicResources behind a feature gate that was off: not in the v1beta3 defaults.
     assert names(profile.plugins.filter) == [p for p in OBSERVED_136[P.FILTER] if p != "DynamicResources"]
@@ -249,10 +240,14 @@ def test_v1beta2_defaults_are_per_point_with_old_weights() -> None:
     assert names(profile.plugins.pre_filter) == [
         "NodeResourcesFit",
         "NodePorts",
+        "VolumeRestrictions",
         "PodTopologySpread",
         "InterPodAffinity",
+        "VolumeBinding",
+        "VolumeZone",
         "NodeAffinity",
     ]
+    assert names(profile.plugins.reserve) == names(profile.plugins.pre_bind) == ["VolumeBinding"]
     assert names(profile.plugins.pre_score) == [
         "InterPodAffinity",
         "PodTopologySpread",
@@ -387,7 +382,9 @@ def test_disable_a_score_plugin_and_add_custom_ones() -> None:
         ("TaintToleration", 3),
         ("NodeAffinity", 2),
         ("NodeResourcesFit", 1),
+        ("VolumeBinding", 1),
         ("InterPodAffinity", 2),
+        ("DynamicResources", 2),
         ("NodeResourcesBalancedAllocation", 1),
         ("ImageLocality", 1),
         ("MyCustomPluginA", 2),
@@ -407,7 +404,7 @@ def test_documented_multipoint_example() -> None:
     assert names(profile.plugins.queue_sort) == ["CustomQueueSort"]
     assert "NodeName" not in names(profile.plugins.filter)
     assert names(profile.plugins.filter)[-1] == "CustomPlugin1"
-    assert names(profile.plugins.reserve) == ["DynamicResources", "CustomPlugin2"]  # defaults first
+    assert names(profile.plugins.reserve) == ["VolumeBinding", "DynamicResources", "CustomPlugin2"]  # defaults first
     assert names(profile.plugins.permit) == ["CustomPlugin2"]
     # ImageLocality, set explicitly at score, overrides its multiPoint entry and moves first, weight 1.
     assert [tuple(r) for r in profile.plugins.score] == [
@@ -415,8 +412,10 @@ def test_documented_multipoint_example() -> None:
         ("TaintToleration", 3),
         ("NodeAffinity", 2),
         ("NodeResourcesFit", 1),
+        ("VolumeBinding", 1),
         ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
+        ("DynamicResources", 2),
         ("NodeResourcesBalancedAllocation", 1),
         ("CustomPlugin1", 3),
     ]
@@ -452,9 +451,9 @@ def test_written_config_round_trips_with_warnings() -> None:
     profile = config.profiles[0]
     assert profile.plugins == default_config().profiles[0].plugins
     assert profile.plugin_args == default_config().profiles[0].plugin_args
-    assert config.warnings == (
-        "profiles[0].pluginConfig[6]: plugin 'VolumeBinding' is not in the plugin registry; its args are ignored",
-    )
+    # Its VolumeBinding args (bindTimeoutSeconds: 600) are the defaults, now that the plugin is in the registry.
+    assert config.warnings == ()
+    assert profile.args("VolumeBinding").bind_timeout_seconds == 600
 
 
 def test_pod_topology_spread_list_defaulting_and_node_affinity_args() -> None:
@@ -501,7 +500,7 @@ def test_score_override_keeps_the_plugin_but_moves_it_first() -> None:
     body = "profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeResourcesFit, weight: 5}]\n"
     score = load_config(doc(body)).profiles[0].plugins.score
     assert score[0] == ("NodeResourcesFit", 5)
-    assert names(score).count("NodeResourcesFit") == 1 and len(score) == 7
+    assert names(score).count("NodeResourcesFit") == 1 and len(score) == 9
 
 
 def test_v1beta2_reenabled_default_keeps_its_position_with_the_new_weight() -> None:
@@ -575,8 +574,8 @@ INVALID_CASES = [
         id="unknown-plugin",
     ),
     pytest.param(
-        "profiles:\n- plugins:\n    filter:\n      enabled: [{name: VolumeZone}]\n",
-        'profiles[0].plugins.filter.enabled[0].name: Invalid value: "VolumeZone": unknown plugin: an upstream '
+        "profiles:\n- plugins:\n    filter:\n      enabled: [{name: NodeDeclaredFeatures}]\n",
+        'profiles[0].plugins.filter.enabled[0].name: Invalid value: "NodeDeclaredFeatures": unknown plugin: an upstream '
         "in-tree plugin that kubesched does not implement",
         id="unimplemented-upstream-plugin",
     ),
@@ -992,9 +991,10 @@ def test_in_tree_catalogue_is_the_in_tree_set() -> None:
         "PrioritySort", "SchedulingGates", "NodeName", "NodePorts", "NodeUnschedulable", "NodeResourcesFit",
         "NodeResourcesBalancedAllocation", "NodeAffinity", "TaintToleration", "PodTopologySpread",
         "InterPodAffinity", "ImageLocality", "DynamicResources", "DefaultPreemption", "DefaultBinder",
+        "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
     }  # fmt: skip
     assert known["DynamicResources"].extension_points == {
-        P.PRE_ENQUEUE, P.PRE_FILTER, P.FILTER, P.POST_FILTER, P.RESERVE, P.PRE_BIND,
+        P.PRE_ENQUEUE, P.PRE_FILTER, P.FILTER, P.POST_FILTER, P.SCORE, P.RESERVE, P.PRE_BIND,
     }  # fmt: skip
     assert known["TaintToleration"].extension_points == {P.FILTER, P.PRE_SCORE, P.SCORE}
     assert known["DefaultBinder"].extension_points == {P.BIND}
