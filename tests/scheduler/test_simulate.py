@@ -137,7 +137,7 @@ def test_cli_table_shows_placements_scores_and_preemption(
         "preempted: default/low",
         "its nominated node fits: taken without scoring",
         "default/later",
-        "n1: 412  (TaintToleration 300, NodeResourcesFit 37, NodeResourcesBalancedAllocation 75, "
+        "n1: 412  (TaintToleration 300, NodeResourcesFit 37, DynamicResources 0, NodeResourcesBalancedAllocation 75, "
         "ImageLocality 0)",
         "n2: 400",
     ):
@@ -263,9 +263,9 @@ async def test_three_pods_on_two_nodes_earlier_placements_count() -> None:
             "node": "n1",
             "filtered": {},
             "scores": n1_n2(
-                {"TaintToleration": 300, "NodeResourcesFit": 43, "NodeResourcesBalancedAllocation": 72,
+                {"TaintToleration": 300, "NodeResourcesFit": 43, "DynamicResources": 0, "NodeResourcesBalancedAllocation": 72,
                  "ImageLocality": 23},
-                {"TaintToleration": 0, "NodeResourcesFit": 81, "NodeResourcesBalancedAllocation": 71,
+                {"TaintToleration": 0, "NodeResourcesFit": 81, "DynamicResources": 0, "NodeResourcesBalancedAllocation": 71,
                  "ImageLocality": 0},
             ),
         },
@@ -275,9 +275,9 @@ async def test_three_pods_on_two_nodes_earlier_placements_count() -> None:
             "filtered": {},
             "scores": n1_n2(
                 {"TaintToleration": 300, "NodeAffinity": 0, "NodeResourcesFit": 18,
-                 "NodeResourcesBalancedAllocation": 75, "ImageLocality": 0},
+                 "DynamicResources": 0, "NodeResourcesBalancedAllocation": 75, "ImageLocality": 0},
                 {"TaintToleration": 300, "NodeAffinity": 200, "NodeResourcesFit": 75,
-                 "NodeResourcesBalancedAllocation": 75, "ImageLocality": 0},
+                 "DynamicResources": 0, "NodeResourcesBalancedAllocation": 75, "ImageLocality": 0},
             ),
         },
         {
@@ -285,9 +285,9 @@ async def test_three_pods_on_two_nodes_earlier_placements_count() -> None:
             "node": "n1",
             "filtered": {},
             "scores": n1_n2(
-                {"TaintToleration": 300, "NodeResourcesFit": 25, "NodeResourcesBalancedAllocation": 72,
+                {"TaintToleration": 300, "NodeResourcesFit": 25, "DynamicResources": 0, "NodeResourcesBalancedAllocation": 72,
                  "ImageLocality": 23},
-                {"TaintToleration": 0, "NodeResourcesFit": 56, "NodeResourcesBalancedAllocation": 71,
+                {"TaintToleration": 0, "NodeResourcesFit": 56, "DynamicResources": 0, "NodeResourcesBalancedAllocation": 71,
                  "ImageLocality": 0},
             ),
         },
@@ -315,7 +315,12 @@ async def test_spread_and_pod_affinity_scores() -> None:
     #        z1 300 + 37 + 66 + 200 + 75 = 678; z2 300 + 50 + 200 + 0 + 75 = 625.               web-4 -> z1
     placements = await run_json("spread-affinity.yaml")
     assert [(p["pod"], p["node"]) for p in placements] == [("shop/web-3", "z2"), ("shop/web-4", "z1")]
-    common = {"TaintToleration": 300, "NodeResourcesBalancedAllocation": 75, "ImageLocality": 0}
+    common = {
+        "TaintToleration": 300,
+        "DynamicResources": 0,
+        "NodeResourcesBalancedAllocation": 75,
+        "ImageLocality": 0,
+    }
     assert placements[0]["scores"] == {
         "z1": {
             **common,
@@ -541,17 +546,13 @@ async def test_a_nominated_pod_in_the_dump_keeps_its_room() -> None:
     assert plain[0]["filtered"] == {}
 
 
-async def test_a_pod_with_resource_claims_is_refused_plainly() -> None:
+async def test_a_pod_whose_claim_template_is_missing_stays_gated() -> None:
+    # No ResourceClaimTemplate in the file: the ResourceClaim controller could not create the claim, so the pod
+    # waits at DynamicResources' PreEnqueue (tests/scheduler/test_dra_simulate.py covers claims that exist).
     claimer = pod("gpu-job", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}])
     (placement,) = await run_json([node("n1"), node("n2"), claimer])
     assert placement["node"] is None
-    assert placement["message"] == (
-        "0/2 nodes are available: pod has resource claims (gpu), but dynamic resource allocation is not "
-        "supported by kubesched. no new claims to deallocate, preemption: 0/2 nodes are available: "
-        "2 Preemption is not helpful for scheduling."
-    )
-    reason = ["pod has resource claims (gpu), but dynamic resource allocation is not supported by kubesched"]
-    assert placement["filtered"] == {"n1": reason, "n2": reason}
+    assert placement["message"] == 'pod is gated: pod "default/gpu-job": ResourceClaim not created yet'
 
 
 async def test_gated_pods_and_pods_of_other_kinds_of_state() -> None:
