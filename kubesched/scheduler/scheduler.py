@@ -27,6 +27,8 @@ from kubesched.scheduler.cache import Cache
 from kubesched.scheduler.config import SchedulerConfiguration
 from kubesched.scheduler.cycle import CycleFailure, scheduling_cycle
 from kubesched.scheduler.decisions import DecisionLog
+from kubesched.scheduler.dra.informers import dra_informers
+from kubesched.scheduler.dra.objects import DraObjects
 from kubesched.scheduler.framework.catalogue import Catalogue
 from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import AssignedPodHints, ClusterEvent, Code, CycleState, Status
@@ -135,7 +137,9 @@ class Scheduler:
             namespaces=InformerNamespaces(self.informers),
             workloads=workloads,
             pdbs=workloads,
+            dra=DraObjects(),
         )
+        self.dra = handle.dra
         for profile in config.profiles:
             recorder = None
             if client is not None:
@@ -213,6 +217,8 @@ class Scheduler:
                     None,
                 )
             self.informers[plural] = inf
+        if self.dra is not None and any("DynamicResources" in fw.plugins for fw in self.frameworks.values()):
+            self.informers.update(dra_informers(c, self.dra, self.queue.move_all_to_active_or_backoff))
         for inf in self.informers.values():
             inf.start()
 
