@@ -1,8 +1,10 @@
 """``kubesched simulate``: schedule the pending pods of a cluster dump offline and explain every decision.
 
 Reads nodes and pods (a YAML/JSON stream, or a ``v1 List`` as ``kubectl get nodes,pods -A -o yaml`` prints;
-Services, ReplicaSets, StatefulSets, ReplicationControllers, Namespaces, PodDisruptionBudgets and
-PriorityClasses in the same file are used as the live scheduler's listers would), loads the scheduler
+Services, ReplicaSets, StatefulSets, ReplicationControllers, Namespaces, PodDisruptionBudgets,
+PriorityClasses, PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers and
+CSIStorageCapacities in the same file are used as the live scheduler's listers would; volumes a pod's Reserve
+binds or provisions stay taken for the pods after it), loads the scheduler
 configuration, and runs every pod without ``spec.nodeName`` whose ``schedulerName`` a profile serves through
 the very same framework code as the live scheduler, with no API server involved:
 
@@ -348,6 +350,7 @@ async def simulate(
     from kubesched.scheduler.plugins import in_tree_catalogue
     from kubesched.scheduler.podinfo import QueuedPodInfo
     from kubesched.scheduler.queue import Nominator
+    from kubesched.scheduler.volumes.listers import STORAGE_KINDS, static_volumes
 
     dump = ClusterDump.from_objects(objects)
     workloads = DumpWorkloads(dump.others)
@@ -372,6 +375,7 @@ async def simulate(
         workloads=workloads,
         pdbs=workloads,
         preemption_evict=evict,
+        volumes=static_volumes(o for kind in STORAGE_KINDS for o in dump.others.get(kind, ())),
     )
     if catalogue is None:
         catalogue = in_tree_catalogue()

@@ -42,10 +42,6 @@ def point_attribute(point: str) -> str:
 # naming one explicitly is an "unknown plugin" error that says so.
 UPSTREAM_UNIMPLEMENTED: frozenset[str] = frozenset(
     {
-        "VolumeRestrictions",
-        "VolumeBinding",
-        "VolumeZone",
-        "NodeVolumeLimits",
         "NodeDeclaredFeatures",
         "EBSLimits",
         "GCEPDLimits",
