@@ -40,6 +40,8 @@ from kubesched.scheduler.queue import (
     Nominator,
     SchedulingQueue,
 )
+from kubesched.scheduler.volumes.informers import VOLUME_PLUGINS, volume_informers
+from kubesched.scheduler.volumes.listers import StoreVolumes
 
 log = logging.getLogger("kubesched.scheduler")
 
@@ -113,6 +115,7 @@ class Scheduler:
         self.on_scheduled = on_scheduled
         self.decisions: DecisionLog | None = DecisionLog() if explain else None
         self.informers: dict[str, Informer] = {}
+        self._volume_stores: dict[str, Informer] = {}  # filled by start_informers when volume plugins run
         workloads = InformerWorkloads(self.informers)
         self._bind_tasks: set[asyncio.Task[None]] = set()
         # PodScheduled=False status writes in flight, by pod uid; a binding waits for its pod's write to land.
@@ -138,6 +141,7 @@ class Scheduler:
             workloads=workloads,
             pdbs=workloads,
             dra=DraObjects(),
+            volumes=StoreVolumes(self._volume_stores),
         )
         self.dra = handle.dra
         for profile in config.profiles:
@@ -219,6 +223,12 @@ class Scheduler:
             self.informers[plural] = inf
         if self.dra is not None and any("DynamicResources" in fw.plugins for fw in self.frameworks.values()):
             self.informers.update(dra_informers(c, self.dra, self.queue.move_all_to_active_or_backoff))
+        volumes = next(iter(self.frameworks.values())).handle.volumes
+        if isinstance(volumes, StoreVolumes) and any(
+            name in fw.plugins for fw in self.frameworks.values() for name in VOLUME_PLUGINS
+        ):
+            move = self.queue.move_all_to_active_or_backoff
+            self.informers.update(volume_informers(c, volumes, self._volume_stores, move))
         for inf in self.informers.values():
             inf.start()
 
