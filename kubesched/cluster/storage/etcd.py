@@ -294,19 +294,19 @@ class EtcdStorage(MemoryStorage):
     # -- reads: apply what the watch delivered first ---------------------------------------------------------
 
     def get(self, storage_key: str, key: Key) -> Stored | None:
-        if self._inbox:
+        if self._inbox or self._reload_needed:
             self._apply_inbox()
         return super().get(storage_key, key)
 
     def list(
         self, storage_key: str, namespace: str | None = None, predicate: Predicate | None = None
     ) -> tuple[builtins.list[Stored], int]:
-        if self._inbox:
+        if self._inbox or self._reload_needed:
             self._apply_inbox()
         return super().list(storage_key, namespace, predicate)
 
     def scan(self, storage_key: str, namespace: str | None = None) -> builtins.list[Stored]:
-        if self._inbox:
+        if self._inbox or self._reload_needed:
             self._apply_inbox()
         return super().scan(storage_key, namespace)
 
@@ -314,13 +314,13 @@ class EtcdStorage(MemoryStorage):
         self, storage_key: str, *, namespace: str | None, predicate: Predicate | None, since: int | None
     ) -> tuple[Any, builtins.list[tuple[str, Stored]]]:
         self._remember_loop()
-        if self._inbox:
+        if self._inbox or self._reload_needed:
             self._apply_inbox()
         return super().watch(storage_key, namespace=namespace, predicate=predicate, since=since)
 
     async def wait_for_revision(self, rv: int, timeout: float) -> bool:
         self._remember_loop()
-        if self._inbox:
+        if self._inbox or self._reload_needed:
             self._apply_inbox()
         return await super().wait_for_revision(rv, timeout)
 
@@ -641,6 +641,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
 class LocalEtcd:
     """An etcd process on loopback with its data under ``dir`` (ports kept in ``dir/ports.json`` for restarts)."""
 
@@ -665,6 +673,10 @@ class LocalEtcd:
             ports_file.write_text(json.dumps({"client": client, "peer": peer}))
         self.url = f"http://127.0.0.1:{client}"
         peer_url = f"http://127.0.0.1:{peer}"
+        # The etcd of a server killed a moment ago may still be shutting down on these ports: wait for it.
+        deadline = time.monotonic() + timeout
+        while _listening(client) and time.monotonic() < deadline:
+            time.sleep(0.1)
         cmd = [
             self.binary,
             "--name",
