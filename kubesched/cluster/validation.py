@@ -268,6 +268,14 @@ _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 _WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
+_PORT_PROTOCOLS = ("SCTP", "TCP", "UDP")
+_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+_DNS_POLICIES = ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")
+_SELECTOR_VALUES_NEEDED = ("In", "NotIn")
+_SELECTOR_NO_VALUES = ("Exists", "DoesNotExist")
+_SELECTOR_ONE_VALUE = ("Gt", "Lt")
+PORT_RANGE = "must be between 1 and 65535, inclusive"
+WEIGHT_RANGE = "must be in the range 1-100"
 UPDATABLE_POD_SPEC_FIELDS = (
     "`spec.containers[*].image`",
     "`spec.initContainers[*].image`",
@@ -370,7 +378,126 @@ def _validate_container(container: Any, path: str) -> list[Cause]:
         causes.extend(invalid(path + ".name", name, m) for m in is_dns1123_label(name))
     if not _str(container.get("image")):
         causes.append(required(path + ".image"))
+    causes.extend(_validate_ports(container.get("ports"), path + ".ports"))
+    pull = container.get("imagePullPolicy")
+    if pull not in (None, "") and pull not in _PULL_POLICIES:
+        causes.append(not_supported(path + ".imagePullPolicy", pull, _PULL_POLICIES))
     causes.extend(_validate_resource_requirements(container.get("resources"), path + ".resources"))
+    return causes
+
+
+def _validate_ports(ports: Any, path: str) -> list[Cause]:
+    """Container ports (upstream validateContainerPorts): numbers in range, a known protocol."""
+    causes: list[Cause] = []
+    for i, port in enumerate(_list(ports)):
+        port = _dict(port)
+        at = f"{path}[{i}]"
+        number = port.get("containerPort")
+        if not number:
+            causes.append(required(at + ".containerPort"))
+        elif isinstance(number, int) and not 1 <= number <= 65535:
+            causes.append(invalid(at + ".containerPort", number, PORT_RANGE))
+        host = port.get("hostPort")
+        if isinstance(host, int) and host != 0 and not 1 <= host <= 65535:
+            causes.append(invalid(at + ".hostPort", host, PORT_RANGE))
+        protocol = port.get("protocol")
+        if protocol not in (None, "") and protocol not in _PORT_PROTOCOLS:
+            causes.append(not_supported(at + ".protocol", protocol, _PORT_PROTOCOLS))
+    return causes
+
+
+def _validate_selector_requirement(req: Any, path: str, node: bool) -> list[Cause]:
+    """One matchExpressions entry of a node selector (``node``: Gt and Lt allowed) or a label selector."""
+    req = _dict(req)
+    causes: list[Cause] = []
+    key = _str(req.get("key"))
+    causes.extend(invalid(path + ".key", key, m) for m in is_label_key(key))
+    operator = req.get("operator")
+    values = _list(req.get("values"))
+    if operator in _SELECTOR_VALUES_NEEDED:
+        if not values:
+            causes.append(required(path + ".values", "must be specified when `operator` is 'In' or 'NotIn'"))
+    elif operator in _SELECTOR_NO_VALUES:
+        if values:
+            causes.append(
+                forbidden(
+                    path + ".values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+                )
+            )
+    elif node and operator in _SELECTOR_ONE_VALUE:
+        if len(values) != 1:
+            causes.append(
+                required(path + ".values", "must be specified single value when `operator` is 'Lt' or 'Gt'")
+            )
+    else:
+        causes.append(invalid(path + ".operator", operator, "not a valid selector operator"))
+    return causes
+
+
+def _validate_node_selector_term(term: Any, path: str) -> list[Cause]:
+    term = _dict(term)
+    causes: list[Cause] = []
+    for field in ("matchExpressions", "matchFields"):
+        for j, req in enumerate(_list(term.get(field))):
+            causes.extend(_validate_selector_requirement(req, f"{path}.{field}[{j}]", node=True))
+    return causes
+
+
+def _validate_label_selector(selector: Any, path: str) -> list[Cause]:
+    selector = _dict(selector)
+    causes = validate_labels(selector.get("matchLabels"), path + ".matchLabels")
+    for j, req in enumerate(_list(selector.get("matchExpressions"))):
+        causes.extend(_validate_selector_requirement(req, f"{path}.matchExpressions[{j}]", node=False))
+    return causes
+
+
+def _validate_weight(weight: Any, path: str) -> list[Cause]:
+    if isinstance(weight, int) and not 1 <= weight <= 100:
+        return [invalid(path, weight, WEIGHT_RANGE)]
+    return []
+
+
+def _validate_pod_affinity_term(term: Any, path: str) -> list[Cause]:
+    term = _dict(term)
+    causes = _validate_label_selector(term.get("labelSelector"), path + ".labelSelector")
+    if term.get("namespaceSelector") is not None:
+        causes.extend(_validate_label_selector(term.get("namespaceSelector"), path + ".namespaceSelector"))
+    if not _str(term.get("topologyKey")):
+        causes.append(required(path + ".topologyKey", "can not be empty"))
+    return causes
+
+
+def _validate_affinity(affinity: Any, path: str) -> list[Cause]:
+    """Node, pod and pod anti-affinity (upstream validateAffinity): selector operators, values, weights."""
+    affinity = _dict(affinity)
+    causes: list[Cause] = []
+    node = _dict(affinity.get("nodeAffinity"))
+    at = path + ".nodeAffinity"
+    hard = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if hard is not None:
+        terms = _list(_dict(hard).get("nodeSelectorTerms"))
+        where = at + ".requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        if not terms:
+            causes.append(required(where, "must have at least one node selector term"))
+        for i, term in enumerate(terms):
+            causes.extend(_validate_node_selector_term(term, f"{where}[{i}]"))
+    for i, pref in enumerate(_list(node.get("preferredDuringSchedulingIgnoredDuringExecution"))):
+        where = f"{at}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        causes.extend(_validate_weight(_dict(pref).get("weight"), where + ".weight"))
+        causes.extend(_validate_node_selector_term(_dict(pref).get("preference"), where + ".preference"))
+    for kind in ("podAffinity", "podAntiAffinity"):
+        pod = _dict(affinity.get(kind))
+        at = f"{path}.{kind}"
+        for i, term in enumerate(_list(pod.get("requiredDuringSchedulingIgnoredDuringExecution"))):
+            causes.extend(
+                _validate_pod_affinity_term(term, f"{at}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
+            )
+        for i, pref in enumerate(_list(pod.get("preferredDuringSchedulingIgnoredDuringExecution"))):
+            where = f"{at}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+            causes.extend(_validate_weight(_dict(pref).get("weight"), where + ".weight"))
+            causes.extend(
+                _validate_pod_affinity_term(_dict(pref).get("podAffinityTerm"), where + ".podAffinityTerm")
+            )
     return causes
 
 
@@ -475,6 +602,11 @@ def _validate_pod_spec(spec: Any, path: str = "spec") -> list[Cause]:
     policy = spec.get("restartPolicy")
     if policy is not None and policy not in _RESTART_POLICIES:
         causes.append(not_supported(path + ".restartPolicy", policy, _RESTART_POLICIES))
+    dns = spec.get("dnsPolicy")
+    if dns not in (None, "") and dns not in _DNS_POLICIES:
+        causes.append(not_supported(path + ".dnsPolicy", dns, _DNS_POLICIES))
+    if spec.get("affinity") is not None:
+        causes.extend(_validate_affinity(spec.get("affinity"), path + ".affinity"))
     causes.extend(validate_labels(spec.get("nodeSelector"), path + ".nodeSelector"))
     if _str(spec.get("serviceAccountName")):
         sa = spec["serviceAccountName"]
@@ -998,6 +1130,8 @@ def _validate_crd_spec(spec: dict[str, Any]) -> list[Cause]:
         schema = _dict(version.get("schema")).get("openAPIV3Schema")
         if not preserve_unknown and not isinstance(schema, dict):
             causes.append(required(f"spec.versions[{i}].schema.openAPIV3Schema", "schemas are required"))
+        elif isinstance(schema, dict):
+            causes.extend(_validate_schema_props(schema, f"spec.versions[{i}].schema.openAPIV3Schema"))
     storage, seen, unique = 0, set(), True
     for i, version in enumerate(versions):
         storage += version.get("storage") is True
@@ -1021,6 +1155,52 @@ def _validate_crd_spec(spec: dict[str, Any]) -> list[Cause]:
             )
         )
     causes.extend(_validate_crd_names(_dict(spec.get("names")), "spec.names"))
+    return causes
+
+
+_SCHEMA_TYPES = ("array", "boolean", "integer", "number", "object", "string")
+
+
+def _validate_schema_props(props: Any, path: str, depth: int = 0) -> list[Cause]:
+    """A CRD's structural schema, as far as types go: every ``type`` one of JSON Schema's (upstream's
+    ValidateCustomResourceDefinitionOpenAPISchema), through properties, items and additionalProperties."""
+    props = _dict(props)
+    causes: list[Cause] = []
+    kind = props.get("type")
+    if kind not in (None, "") and kind not in _SCHEMA_TYPES:
+        causes.append(not_supported(path + ".type", kind, _SCHEMA_TYPES))
+    if depth > 64:
+        return causes
+    for name, sub in _dict(props.get("properties")).items():
+        causes.extend(_validate_schema_props(sub, f"{path}.properties[{name}]", depth + 1))
+    items = props.get("items")
+    if isinstance(items, dict):
+        causes.extend(_validate_schema_props(items, path + ".items", depth + 1))
+    extra = props.get("additionalProperties")
+    if isinstance(extra, dict):
+        causes.extend(_validate_schema_props(extra, path + ".additionalProperties", depth + 1))
+    for combiner in ("allOf", "anyOf", "oneOf"):
+        for i, sub in enumerate(_list(props.get(combiner))):
+            causes.extend(_validate_schema_props(sub, f"{path}.{combiner}[{i}]", depth + 1))
+    return causes
+
+
+def validate_replicated(obj: Obj) -> list[Cause]:
+    """Deployments, ReplicaSets, StatefulSets, DaemonSets, ReplicationControllers: counts not negative and the
+    pod template's spec valid (upstream validates the template as a pod)."""
+    spec = _dict(obj.get("spec"))
+    causes: list[Cause] = []
+    for field in ("replicas", "minReadySeconds", "revisionHistoryLimit"):
+        value = spec.get(field)
+        if isinstance(value, int) and value < 0:
+            causes.append(invalid(f"spec.{field}", value, IS_NEGATIVE))
+    if spec.get("selector") is not None and isinstance(spec.get("selector"), dict):
+        selector = spec["selector"]
+        if "matchLabels" in selector or "matchExpressions" in selector:
+            causes.extend(_validate_label_selector(selector, "spec.selector"))
+    template = spec.get("template")
+    if isinstance(template, dict) and template.get("spec") is not None:
+        causes.extend(_validate_pod_spec(template.get("spec"), "spec.template.spec"))
     return causes
 
 

@@ -42,7 +42,7 @@ STRATEGIES: dict[tuple[str, str], Strategy] = {
     ("events.k8s.io", "events"): events.V1,
     ("", "configmaps"): configmaps.CONFIGMAP,
     ("", "secrets"): configmaps.SECRET,
-    ("", "serviceaccounts"): workloads.OWNER,
+    ("", "serviceaccounts"): workloads.SERVICE_ACCOUNT,
     ("", "replicationcontrollers"): workloads.OWNER,
     ("apps", "deployments"): workloads.DEPLOYMENT,
     ("apps", "replicasets"): workloads.REPLICASET,

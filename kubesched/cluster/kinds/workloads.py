@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
+from kubesched.cluster import validation
 from kubesched.cluster.kinds.printing import (
     AGE_COLUMN,
     NAME_COLUMN,
@@ -18,7 +19,7 @@ from kubesched.cluster.kinds.printing import (
     name_of,
     selector_string,
 )
-from kubesched.cluster.kinds.strategy import Strategy
+from kubesched.cluster.kinds.strategy import Cause, Strategy
 from kubesched.cluster.resources import Obj, ResourceType
 
 if TYPE_CHECKING:
@@ -103,6 +104,12 @@ class ReplicatedStrategy(Strategy):
         spec.setdefault("replicas", 1)
         obj["spec"] = spec
 
+    def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
+        return super().validate_object(rtype, obj) + validation.validate_replicated(obj)
+
+    def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
+        return super().validate_update(rtype, new, old) + validation.validate_replicated(new)
+
 
 class DeploymentStrategy(ReplicatedStrategy):
     """apps/v1 Deployment defaults (upstream SetDefaults_Deployment): the rollout controllers read them."""
@@ -125,5 +132,20 @@ class DeploymentStrategy(ReplicatedStrategy):
 DEPLOYMENT = DeploymentStrategy(DEPLOYMENT_COLUMNS, deployment_row)
 REPLICASET = ReplicatedStrategy(REPLICASET_COLUMNS, replicaset_row)
 STATEFULSET = ReplicatedStrategy()
-# DaemonSets and ReplicationControllers own pods but have no defaults of their own here.
-OWNER = Strategy(owns_dependents=True)
+
+
+class OwnerStrategy(Strategy):
+    """DaemonSets and ReplicationControllers: they own pods and validate their template, no defaults here."""
+
+    owns_dependents = True
+
+    def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
+        return super().validate_object(rtype, obj) + validation.validate_replicated(obj)
+
+    def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
+        return super().validate_update(rtype, new, old) + validation.validate_replicated(new)
+
+
+OWNER = OwnerStrategy()
+# ServiceAccounts own their token Secrets; nothing else of theirs is checked here.
+SERVICE_ACCOUNT = Strategy(owns_dependents=True)

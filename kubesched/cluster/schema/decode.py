@@ -63,8 +63,11 @@ def _got(value: Any) -> str:
         return "string"
     if t is bool:
         return "bool"
-    if t is int or t is float:
-        return f"number {value!r}" if t is float else f"number {value}"
+    if t is float:
+        # orjson reads integers beyond 64 bits as floats: show them as the integer the client wrote.
+        return f"number {int(value)}" if value.is_integer() and abs(value) >= 2**63 else f"number {value!r}"
+    if t is int:
+        return f"number {value}"
     if t is list:
         return "array"
     if t is dict:

@@ -153,7 +153,9 @@ def test_failed_creates_set_replica_failure_and_back_off() -> None:
     env = make_env("replicaset")
     body = replicaset("web", 2)
     body["spec"]["template"]["spec"]["containers"][0]["name"] = "Not_A_Valid_Name"
-    env.create("replicasets", body)
+    # kube-apiserver refuses such a template on the ReplicaSet itself; stored as trusted, the controller's pod
+    # creates fail instead, which is the path under test (as a quota or an admission webhook would fail them).
+    env.api.create(env.rt("replicasets"), body, NS, trusted=True)
     env.settle()
     status = env.get("replicasets", "web")["status"]
     cond = status["conditions"][0]
