@@ -139,7 +139,7 @@ async def test_strategic_merge_patch_with_a_number_for_metadata_is_400(http: Htt
 
 async def test_a_json_patch_cannot_store_a_wrong_type(http: Http) -> None:
     assert (await http.send("POST", PODS, pod("j")))[0] == 201
-    status, out, _ = await http.send(
+    _status, out, _ = await http.send(
         "PATCH",
         f"{PODS}/j",
         [{"op": "add", "path": "/metadata/ownerReferences", "value": "x"}],
@@ -161,7 +161,7 @@ async def test_node_affinity_operator_bogus_is_422(http: Http) -> None:
             }
         }
     }
-    status, out, _ = await http.send("POST", PODS, pod("a", affinity=affinity))
+    _status, out, _ = await http.send("POST", PODS, pod("a", affinity=affinity))
     assert_status(
         out,
         422,
@@ -175,7 +175,7 @@ async def test_host_port_out_of_range_is_422(http: Http) -> None:
     body = pod(
         "h", containers=[{"name": "c", "image": "i", "ports": [{"containerPort": 80, "hostPort": 99999}]}]
     )
-    status, out, _ = await http.send("POST", PODS, body)
+    _status, out, _ = await http.send("POST", PODS, body)
     assert_status(
         out,
         422,
@@ -199,13 +199,13 @@ async def test_negative_replicas_is_422(http: Http) -> None:
             },
         },
     }
-    status, out, _ = await http.send("POST", DEPLOYS, body)
+    _status, out, _ = await http.send("POST", DEPLOYS, body)
     assert_status(out, 422, "Invalid", "spec.replicas: Invalid value: -3: must be greater than or equal to 0")
 
 
 async def test_missing_required_fields_are_422(http: Http) -> None:
     body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {}}
-    status, out, _ = await http.send("POST", DEPLOYS, body)
+    _status, out, _ = await http.send("POST", DEPLOYS, body)
     assert_status(out, 422, "Invalid", "spec.selector: Required value", "spec.template: Required value")
 
 
@@ -230,7 +230,7 @@ async def test_crd_schema_with_a_bogus_type_is_422(http: Http) -> None:
             ],
         },
     }
-    status, out, _ = await http.send("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    _status, out, _ = await http.send("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
     assert_status(
         out,
         422,
@@ -339,7 +339,7 @@ async def test_field_validation_strict_warn_ignore(http: Http) -> None:
 
 async def test_bodies_over_3_mib_are_413(http: Http) -> None:
     big = orjson.dumps({"metadata": {"name": "big"}, "data": {"a": "x" * (3 * 1024 * 1024)}})
-    status, out, _ = await http.send("POST", CMS, raw=big)
+    _status, out, _ = await http.send("POST", CMS, raw=big)
     assert_status(out, 413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
 
     async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: refused once the stream passes the limit
