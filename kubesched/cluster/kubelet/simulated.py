@@ -23,6 +23,7 @@ from kubesched.apimachinery.timefmt import now_micro, now_rfc3339
 from kubesched.cluster import errors
 from kubesched.cluster.api import ClusterApi
 from kubesched.cluster.background import cancel_and_wait
+from kubesched.cluster.devices import claims_prepared
 from kubesched.cluster.resources import ResourceType
 
 log = logging.getLogger("kubesched.kubelet")
@@ -180,6 +181,9 @@ class SimulatedKubelets:
         self._pods_t = api.rtype("", "v1", "pods")
         self._nodes_t = api.rtype("", "v1", "nodes")
         self._leases_t = api.rtype("coordination.k8s.io", "v1", "leases")
+        self._claims_t = api.rtype("resource.k8s.io", "v1", "resourceclaims")
+        # Pods whose ResourceClaims are not allocated and reserved for them yet: retried on claim writes.
+        self._awaiting_claims: set[tuple[str, str]] = set()
         self._nodes: dict[str, int] = {}  # simulated node name → index (for IPs)
         self._next_ip: dict[str, int] = {}
         self._to_start: dict[tuple[str, str], None] = {}
@@ -257,6 +261,9 @@ class SimulatedKubelets:
                     )
             elif (new.get("status") or {}).get("phase") in (None, "Pending") and not _pod_started(new):
                 self._to_start[key] = None
+        elif rtype is self._claims_t and self._awaiting_claims:
+            self._to_start.update(dict.fromkeys(self._awaiting_claims))
+            self._awaiting_claims.clear()
         elif rtype is self._nodes_t and new is not None and etype == "ADDED":
             self._maybe_adopt(new)
         elif rtype is self._nodes_t and etype == "DELETED" and old is not None:
@@ -364,6 +371,9 @@ class SimulatedKubelets:
         if not node or node not in self._nodes or (pod.get("metadata") or {}).get("deletionTimestamp"):
             return
         if _pod_started(pod):
+            return
+        if spec.get("resourceClaims") and not claims_prepared(self.api, pod):
+            self._awaiting_claims.add((namespace, name))
             return
         ts = now_rfc3339()
         if spec.get("hostNetwork"):
