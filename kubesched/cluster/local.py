@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from kubesched.cluster import certs, kubeconfig
+from kubesched.cluster import certs, devices, kubeconfig
 from kubesched.cluster.api import ClusterApi
 from kubesched.cluster.apiserver import ApiServer, start_server
 from kubesched.cluster.auth.authn import Authenticator, load_token_file
@@ -46,6 +46,8 @@ class ClusterOptions:
     bind_address: str = "127.0.0.1"
     port: int = 6443
     nodes: int = 3
+    # GPUs of the simulated driver gpu.kubesched.io per simulated node (devices.py): 0 = no devices.
+    node_gpus: int = 0
     node_shape: NodeShape = field(default_factory=NodeShape)
     node_name_prefix: str = "node-"
     zones: int = 3
@@ -155,6 +157,7 @@ class LocalCluster:
         ensure_bootstrap_policy(self.api)
         self.authorizer.aggregate()
         self.kubelets.register_nodes(self.node_names, o.node_shape, o.zones)
+        devices.publish(self.api, self.node_names, devices.GpuShape(o.node_gpus))
         first = len(self.node_names)
         self.kubelets.register_node_objects(
             control_plane_node_object(first + i, n.name, o.node_shape, n.ip, str(n.root))
