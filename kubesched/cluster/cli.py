@@ -32,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--node-name-prefix", default="node-", help="simulated node names are <prefix><index>")
     up.add_argument("--zones", type=int, default=3, help="spread nodes over this many zones (default 3)")
     up.add_argument(
+        "--node-gpus",
+        type=int,
+        default=0,
+        help="GPUs of the simulated DRA driver gpu.kubesched.io on each simulated node (default 0)",
+    )
+    up.add_argument(
         "--data-dir",
         type=Path,
         default=Path.home() / ".kubesched" / "cluster",
@@ -158,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes < 0:
         print("kubesched cluster up: --nodes must be >= 0", file=sys.stderr)
         return 2
+    if args.node_gpus < 0:
+        print("kubesched cluster up: --node-gpus must be >= 0", file=sys.stderr)
+        return 2
     if args.control_plane_nodes < 0:
         print("kubesched cluster up: --control-plane-nodes must be >= 0", file=sys.stderr)
         return 2
@@ -181,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         bind_address=args.bind_address,
         port=args.port,
         nodes=args.nodes,
+        node_gpus=args.node_gpus,
         node_shape=NodeShape(cpu=args.node_cpu, memory=args.node_memory, pods=args.node_pods),
         node_name_prefix=args.node_name_prefix,
         zones=args.zones,
