@@ -39,6 +39,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "kubesched.operator.installer_cmd",
         "install one revision of the scheduler's static pod on this node (run by the operator)",
     ),
+    "render": (
+        "kubesched.operator.render",
+        "write the bootstrap scheduler's static pod and config and the operator's install manifests",
+    ),
 }
 # Subcommands that build schedulers: their ``run(args, catalogue)`` gets the application's plugin catalogue,
 # assembled here, at the edge, once (``kubesched.catalogue``).
