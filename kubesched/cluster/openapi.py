@@ -6,7 +6,9 @@ What kubectl needs from them:
   ``x-kubernetes-group-version-kind`` and a ``fieldValidation`` parameter; finding it, kubectl leaves validation to
   the server (``fieldValidation=Strict``).
 - ``explain`` looks up ``components.schemas`` by ``x-kubernetes-group-version-kind``. CRDs contribute their
-  ``openAPIV3Schema``; built-in kinds get a minimal schema (their top-level fields).
+  ``openAPIV3Schema``; built-in kinds get Kubernetes' published definitions (``schema/published.py``) with every
+  definition they reference, so ``kubectl explain pod.spec.containers`` walks the real types. A built-in kind
+  Kubernetes does not publish keeps a minimal schema (its top-level fields).
 - Client-side ``apply`` builds a strategic merge patch from the v3 schema only when the PATCH operation declares a
   ``application/strategic-merge-patch+json`` request body. Ours declare none, so kubectl falls back to its
   compiled-in type information, which knows the real merge keys (``containers`` by ``name`` and so on).
@@ -18,12 +20,14 @@ exactly when the document does. Documents are cached per ``registry.generation``
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import weakref
 from typing import Any
 
 import orjson
 
+from kubesched.cluster import schema as published
 from kubesched.cluster.discovery import GIT_VERSION, SUBRESOURCES
 from kubesched.cluster.resources import ResourceRegistry, ResourceType
 
@@ -211,6 +215,72 @@ def _builtin_schema(rtype: ResourceType) -> dict[str, Any]:
         "properties": properties,
         "x-kubernetes-group-version-kind": [_gvk(rtype)],
     }
+
+
+# Definitions whose published JSON-Schema form (oneOf) kube-apiserver's OpenAPI writes as a plain string.
+_STRING_FORMS = {
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": {"type": "string", "format": "int-or-string"},
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": {"type": "string"},
+}
+
+
+def _to_openapi(node: Any, refs: set[str]) -> Any:
+    """A published JSON-Schema fragment in OpenAPI 3.0 form: ``$ref`` into ``components.schemas`` (wrapped in
+    ``allOf`` when it has siblings, as kube-apiserver writes it), nullable type lists reduced to their type, the
+    ``apiVersion``/``kind`` enums dropped. Collects the definitions referenced into ``refs``."""
+    if isinstance(node, list):
+        return [_to_openapi(x, refs) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "$ref":
+            continue
+        if key == "type" and isinstance(value, list):
+            kinds = [t for t in value if t != "null"]
+            if kinds:
+                out["type"] = kinds[0]
+            continue
+        if key == "enum":
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _to_openapi(sub, refs) for name, sub in value.items()}
+            continue
+        out[key] = _to_openapi(value, refs)
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        refs.add(name)
+        if not out:
+            return _ref(name)
+        out["allOf"] = [_ref(name)]
+    return out
+
+
+@functools.cache
+def _published_schema(name: str) -> tuple[dict[str, Any], frozenset[str]]:
+    """One published definition converted (cached: shared by every document, never mutated) and the
+    definitions it references."""
+    source = published.definitions().get(name) or {}
+    if name in _STRING_FORMS:
+        converted = {"description": source.get("description", ""), **_STRING_FORMS[name]}
+        return converted, frozenset()
+    refs: set[str] = set()
+    converted = _to_openapi(source, refs)
+    converted.pop("$schema", None)
+    return converted, frozenset(refs)
+
+
+def _add_published(schemas: dict[str, Any], name: str) -> None:
+    """``name`` and every definition it reaches, into ``schemas``."""
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        if current in schemas and schemas[current] is _published_schema(current)[0]:
+            continue
+        converted, refs = _published_schema(current)
+        schemas[current] = converted
+        todo.extend(r for r in refs if schemas.get(r) is not _published_schema(r)[0])
 
 
 def _crd_version(rtype: ResourceType) -> dict[str, Any]:
@@ -437,14 +507,31 @@ def _prefix(group: str, version: str) -> str:
 def _build_document(types: list[ResourceType]) -> Doc:
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = _common_schemas()
+    for common in (OBJECT_META, LIST_META, STATUS):
+        if common in published.definitions():
+            _add_published(schemas, common)
     needs_subresource_schemas = False
     for rtype in types:
         paths.update(_resource_paths(rtype))
+        needs_subresource_schemas |= any(SUBRESOURCES.get(s, ((), None))[1] for s in rtype.subresources)
+        definition = (
+            published.definition_for(rtype.group, rtype.version, rtype.kind) if rtype.crd is None else None
+        )
+        if definition is not None and definition == schema_name(rtype):
+            _add_published(schemas, definition)
+            list_definition = published.definition_for(rtype.group, rtype.version, rtype.list_kind)
+            if list_definition == schema_name(rtype, rtype.list_kind):
+                _add_published(schemas, list_definition)
+            else:
+                schemas[schema_name(rtype, rtype.list_kind)] = _list_schema(rtype)
+            continue
         schemas[schema_name(rtype)] = _crd_schema(rtype) if rtype.crd is not None else _builtin_schema(rtype)
         schemas[schema_name(rtype, rtype.list_kind)] = _list_schema(rtype)
-        needs_subresource_schemas |= any(SUBRESOURCES.get(s, ((), None))[1] for s in rtype.subresources)
     if needs_subresource_schemas:
         for name, schema in _subresource_schemas().items():
+            if name in published.definitions():
+                _add_published(schemas, name)
+                continue
             schemas.setdefault(name, schema)
     return {
         "openapi": "3.0.0",

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
 
-from kubesched.cluster.local import ClusterOptions, LocalCluster
+from kubesched.cluster.api import ClusterApi
+from kubesched.cluster.apiserver import ApiServer, start_server
 
 Obj = dict[str, Any]
 NS = "typed"
@@ -20,14 +20,22 @@ CMS = f"/api/v1/namespaces/{NS}/configmaps"
 DEPLOYS = f"/apis/apps/v1/namespaces/{NS}/deployments"
 
 
+class Served:
+    """A ClusterApi served over HTTP on loopback, without the kubelets and controllers of a full cluster."""
+
+    def __init__(self, api: ClusterApi, url: str) -> None:
+        self.api = api
+        self.url = url
+
+
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
-    c = LocalCluster(
-        ClusterOptions(port=0, insecure_http=True, data_dir=tmp_path, nodes=1, heartbeat_interval=3600.0)
-    )
-    await c.start()
-    yield c
-    await c.stop()
+async def cluster() -> AsyncIterator[Served]:
+    api = ClusterApi()
+    api.bootstrap()
+    runner = await start_server(ApiServer(api, require_auth=False), "127.0.0.1", 0, None)
+    host, port = runner.addresses[0][:2]
+    yield Served(api, f"http://{host}:{port}")
+    await runner.cleanup()
 
 
 class Http:
@@ -54,7 +62,7 @@ class Http:
 
 
 @pytest.fixture
-async def http(cluster: LocalCluster) -> AsyncIterator[Http]:
+async def http(cluster: Served) -> AsyncIterator[Http]:
     async with aiohttp.ClientSession(cluster.url) as session:
         client = Http(session)
         status, out, _ = await client.send("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
@@ -382,9 +390,7 @@ async def test_large_yaml_is_decoded_and_stored(http: Http) -> None:
 # -- the garbage collector survives whatever is stored ---------------------------------------------------------
 
 
-async def test_garbage_collection_survives_malformed_owner_references(
-    cluster: LocalCluster, http: Http
-) -> None:
+async def test_garbage_collection_survives_malformed_owner_references(cluster: Served, http: Http) -> None:
     # Stored by a trusted in-process writer, bypassing the checks a client's body gets.
     api = cluster.api
     bad = {"metadata": {"name": "odd", "ownerReferences": ["x", 5, {"uid": 7}]}, "data": {}}
