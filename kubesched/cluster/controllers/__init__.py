@@ -4,6 +4,11 @@
   ReplicationControllers.
 - ``deployment`` (``deployment.py``): Deployments roll ReplicaSets (RollingUpdate, Recreate, scaling, history).
 - ``disruption`` (``disruption.py``): PodDisruptionBudget status.
+- ``statefulset`` (``statefulset.py``): StatefulSets keep their ordinal pods and their claims.
+- ``persistentvolume-binder`` (``persistentvolume.py``): binds claims to volumes, completes the bindings the
+  scheduler chose, Available/Bound/Released phases, reclaim policy Delete.
+- ``simulated-provisioner`` (``provisioner.py``): the ``standard`` and ``local`` StorageClasses and volumes
+  provisioned for them where the scheduler put the first consumer.
 - ``resourceclaim`` (``resourceclaim.py``): ResourceClaims from a pod's templates, ``reservedFor`` cleanup,
   deallocation (it watches pods with claims itself: those rarely have an owner the pod index selects).
 
@@ -23,15 +28,27 @@ from kubesched.cluster.background import cancel_and_wait
 from kubesched.cluster.controllers.base import Clock, Controller, Obj
 from kubesched.cluster.controllers.deployment import DeploymentController
 from kubesched.cluster.controllers.disruption import DisruptionController
+from kubesched.cluster.controllers.persistentvolume import PersistentVolumeController
 from kubesched.cluster.controllers.podindex import PodIndex
+from kubesched.cluster.controllers.provisioner import SimulatedProvisioner
 from kubesched.cluster.controllers.replicaset import REPLICATION_CONTROLLER, ReplicaSetController
 from kubesched.cluster.controllers.resourceclaim import ResourceClaimController
+from kubesched.cluster.controllers.statefulset import StatefulSetController
 
 if TYPE_CHECKING:
     from kubesched.cluster.api import ClusterApi
     from kubesched.cluster.resources import ResourceType
 
-KNOWN_CONTROLLERS = ("deployment", "disruption", "replicaset", "replicationcontroller", "resourceclaim")
+KNOWN_CONTROLLERS = (
+    "deployment",
+    "disruption",
+    "persistentvolume-binder",
+    "replicaset",
+    "replicationcontroller",
+    "resourceclaim",
+    "simulated-provisioner",
+    "statefulset",
+)
 
 Handler = Callable[[str, Obj | None, Obj | None], None]
 
@@ -96,6 +113,21 @@ class ControllerManager:
             self.controllers["disruption"] = pdb
             route(pdb.rtype, pdb.on_budget)
             pod_handlers.append(pdb.on_pod)
+        if "statefulset" in enabled:
+            sts = StatefulSetController(api, self.clock, self.pods)
+            self.controllers["statefulset"] = sts
+            route(sts.rtype, sts.on_set)
+            pod_handlers.append(sts.on_pod)
+        if "persistentvolume-binder" in enabled:
+            pvc = PersistentVolumeController(api, self.clock)
+            self.controllers["persistentvolume-binder"] = pvc
+            route(pvc.pv_type, pvc.on_volume)
+            route(pvc.pvc_type, pvc.on_claim)
+            route(pvc.sc_type, pvc.on_class)
+        if "simulated-provisioner" in enabled:
+            prov = SimulatedProvisioner(api, self.clock)
+            self.controllers["simulated-provisioner"] = prov
+            route(prov.pvc_type, prov.on_claim)
         self._own_observers: list[Callable[..., None]] = []
         if "resourceclaim" in enabled:
             claims = ResourceClaimController(api, self.clock)

@@ -31,6 +31,9 @@ log = logging.getLogger("kubesched.kubelet")
 SIMULATED_ANNOTATION = "kubesched.io/simulated"
 KUBELET_VERSION = "v1.36.0-kubesched"
 ZONES_DEFAULT = 3
+# The CSI driver of the local cluster's simulated provisioner and the volumes a simulated node can attach.
+SIMULATED_CSI_DRIVER = "simulated.csi.kubesched.io"
+SIMULATED_CSI_VOLUME_LIMIT = 39
 
 Obj = dict[str, Any]
 
@@ -181,6 +184,10 @@ class SimulatedKubelets:
         self._pods_t = api.rtype("", "v1", "pods")
         self._nodes_t = api.rtype("", "v1", "nodes")
         self._leases_t = api.rtype("coordination.k8s.io", "v1", "leases")
+        self._csinodes_t = api.rtype("storage.k8s.io", "v1", "csinodes")
+        self._pvcs_t = api.rtype("", "v1", "persistentvolumeclaims")
+        # Pods whose PersistentVolumeClaims are not bound yet: retried on claim writes.
+        self._awaiting_volumes: set[tuple[str, str]] = set()
         self._claims_t = api.rtype("resource.k8s.io", "v1", "resourceclaims")
         # Pods whose ResourceClaims are not allocated and reserved for them yet: retried on claim writes.
         self._awaiting_claims: set[tuple[str, str]] = set()
@@ -211,6 +218,8 @@ class SimulatedKubelets:
                 self.api.create(
                     self._nodes_t, node_object(index, name, shape, zones), None, trusted=validated
                 )
+            if self.api.store.get(self._csinodes_t.storage_key, ("", name)) is None:
+                self.api.create(self._csinodes_t, csi_node_object(name), None, trusted=validated)
             self._nodes[name] = index
             self._renew_lease(name, trusted=validated)
             validated = True
@@ -264,6 +273,9 @@ class SimulatedKubelets:
         elif rtype is self._claims_t and self._awaiting_claims:
             self._to_start.update(dict.fromkeys(self._awaiting_claims))
             self._awaiting_claims.clear()
+        elif rtype is self._pvcs_t and self._awaiting_volumes:
+            self._to_start.update(dict.fromkeys(self._awaiting_volumes))
+            self._awaiting_volumes.clear()
         elif rtype is self._nodes_t and new is not None and etype == "ADDED":
             self._maybe_adopt(new)
         elif rtype is self._nodes_t and etype == "DELETED" and old is not None:
@@ -348,6 +360,25 @@ class SimulatedKubelets:
         new["spec"] = dict(existing.obj.get("spec") or {}, **spec)
         self.api.store.update(self._leases_t.storage_key, new, existing)
 
+    def _volumes_bound(self, pod: Obj) -> bool:
+        """A kubelet mounts a claim's volume only once the claim is bound (``volumeName`` + ``bind-completed``)."""
+        ns = (pod.get("metadata") or {}).get("namespace") or ""
+        for vol in (pod.get("spec") or {}).get("volumes") or ():
+            src = vol.get("persistentVolumeClaim")
+            if src is None:
+                continue
+            st = self.api.store.get(self._pvcs_t.storage_key, (ns, src.get("claimName") or ""))
+            if st is None:
+                return False
+            claim = st.obj
+            annotations = (claim.get("metadata") or {}).get("annotations") or {}
+            if (
+                not (claim.get("spec") or {}).get("volumeName")
+                or "pv.kubernetes.io/bind-completed" not in annotations
+            ):
+                return False
+        return True
+
     def _pod_ip(self, node: str) -> tuple[str, str]:
         index = self._nodes.get(node, 0)
         n = self._next_ip.get(node, 2)
@@ -371,6 +402,9 @@ class SimulatedKubelets:
         if not node or node not in self._nodes or (pod.get("metadata") or {}).get("deletionTimestamp"):
             return
         if _pod_started(pod):
+            return
+        if spec.get("volumes") and not self._volumes_bound(pod):
+            self._awaiting_volumes.add((namespace, name))
             return
         if spec.get("resourceClaims") and not claims_prepared(self.api, pod):
             self._awaiting_claims.add((namespace, name))
@@ -418,6 +452,25 @@ class SimulatedKubelets:
         except errors.ApiError as e:
             if e.code != 404:
                 raise
+
+
+def csi_node_object(name: str) -> Obj:
+    """The CSINode a simulated node's kubelet registers: the simulated CSI driver with its volume limit."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {
+            "drivers": [
+                {
+                    "name": SIMULATED_CSI_DRIVER,
+                    "nodeID": name,
+                    "topologyKeys": ["topology.kubernetes.io/zone"],
+                    "allocatable": {"count": SIMULATED_CSI_VOLUME_LIMIT},
+                }
+            ]
+        },
+    }
 
 
 def _pod_started(pod: Obj) -> bool:
