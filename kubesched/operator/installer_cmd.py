@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kubesched.client.config import ConfigError, load_config
 from kubesched.client.rest import ApiClient, ApiError
 from kubesched.operator import contract as c
@@ -123,7 +125,32 @@ async def fetch_revision(client: ApiClient, opts: InstallOptions) -> Revision:
     pod = files["configmaps"].get(opts.pod, {}).get(POD_KEY)
     if pod is None:
         raise InstallError(f"configmap {opts.namespace}/{opts.pod}-{opts.revision} has no {POD_KEY} key")
-    return Revision(files, pod)
+    return Revision(files, string_labels(pod))
+
+
+def string_labels(manifest: bytes) -> bytes:
+    """The manifest with label and annotation values as strings: an unquoted ``revision: REVISION`` becomes
+    ``revision: 3`` once substituted, which YAML reads as a number and a kubelet refuses. Other manifests are
+    returned byte for byte."""
+    try:
+        doc = yaml.safe_load(manifest)
+    except yaml.YAMLError:
+        return manifest
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    if not isinstance(meta, dict):
+        return manifest
+    changed = False
+    for key in ("labels", "annotations"):
+        values = meta.get(key)
+        if not isinstance(values, dict):
+            continue
+        for k, v in values.items():
+            if not isinstance(v, str) and v is not None:
+                values[k] = str(v).lower() if isinstance(v, bool) else str(v)
+                changed = True
+    if not changed:
+        return manifest
+    return yaml.safe_dump(doc, sort_keys=False).encode()
 
 
 def write_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:

@@ -8,7 +8,8 @@ that leaves ``requeue_after`` set (the installer during a back-off) is synced ag
 
 A sync that raises is logged, counted and retried after ``backoff_base * 2^(failures-1)`` seconds, at most
 ``backoff_max``; a success resets the count. Controllers recompute everything from the cluster on each sync, so
-nothing is lost when the process restarts: a new leader resumes a rollout from the observed state.
+nothing is lost when the process restarts: a new leader resumes a rollout from the observed state. The first
+pass after start runs the controllers one after another in the order given (config side before revisions).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesched.client.informer import Informer
+from kubesched.client.informer import Informer, wait_for_cache_sync
 from kubesched.operator import contract as c
 from kubesched.operator.metrics import OperatorMetrics
 
@@ -104,10 +105,17 @@ class Runtime:
                 inf.add_handler(self.trigger, self.trigger, self.trigger)
             inf.start()
             self.informers.append(inf)
+        await wait_for_cache_sync(*self.informers, timeout=30.0)
+        # One pass in order first: the config side's output is then complete before the first revision is cut
+        # (otherwise revision 1 would hold the default config and revision 2 follow at once).
+        first: list[float | None] = []
+        for st in self.states:
+            st.dirty.clear()
+            first.append(await self.sync_once(st))
         tasks = [
-            asyncio.create_task(self._loop(st), name=f"controller {st.controller.name}") for st in self.states
+            asyncio.create_task(self._loop(st, delay), name=f"controller {st.controller.name}")
+            for st, delay in zip(self.states, first, strict=True)
         ]
-        self.trigger()
         self.started.set()
         try:
             await asyncio.gather(*tasks)
@@ -118,8 +126,7 @@ class Runtime:
             for inf in self.informers:
                 await inf.stop()
 
-    async def _loop(self, st: _State) -> None:
-        delay: float | None = None
+    async def _loop(self, st: _State, delay: float | None = None) -> None:
         while True:
             timeout = self.resync_period if delay is None else min(delay, self.resync_period)
             try:

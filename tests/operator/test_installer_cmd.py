@@ -19,6 +19,7 @@ from kubesched.operator.installer_cmd import (
     install,
     prune_revision_dirs,
     remove_manifest,
+    string_labels,
     substitute,
     write_atomically,
     write_revision_dir,
@@ -30,6 +31,15 @@ def test_substitute_placeholders() -> None:
     out = substitute(b"rev=REVISION node=NODE_NAME env=NODE_ENVVAR_NAME", 7, "control-plane-0.x")
     assert out == b"rev=7 node=control-plane-0.x env=control_plane_0_x"
     assert substitute(b"\xff\xfeREVISION", 7, "n") == b"\xff\xfeREVISION"  # binary left alone
+
+
+def test_string_labels() -> None:
+    raw = b"apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels:\n    revision: 3\n    enabled: true\n"
+    doc = yaml.safe_load(string_labels(raw))
+    assert doc["metadata"]["labels"] == {"revision": "3", "enabled": "true"}
+    quoted = b"apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {revision: '3'}\n"
+    assert string_labels(quoted) == quoted  # nothing to fix: byte for byte
+    assert string_labels(b"not: [yaml") == b"not: [yaml"
 
 
 def test_write_atomically_never_shows_half_a_file(tmp_path: Path) -> None:
