@@ -27,7 +27,6 @@ import numpy as np
 from pydantic import StrictInt
 
 from kubesched.apimachinery.volumes import (
-    ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
     is_claim_fully_bound,
@@ -265,6 +264,8 @@ class VolumeBinding:
         deadline = time.monotonic() + self.args.bind_timeout_seconds
         claims = [claim for _, claim in chosen.static] + list(chosen.provision)
         provisioned = {id(c) for c in chosen.provision}
+        # A claim's selected-node counts as removed (provisioning given up) only once the informer has shown it.
+        seen_selected: set[int] = set()
         while True:
             done = True
             for claim in claims:
@@ -288,12 +289,11 @@ class VolumeBinding:
                     continue
                 done = False
                 ann = (live.get("metadata") or {}).get("annotations") or {}
-                if (
-                    id(claim) in provisioned
-                    and ANN_SELECTED_NODE not in ann
-                    and ANN_BIND_COMPLETED not in ann
-                ):
-                    return Status.error(f'binding volumes: provisioning failed for PVC "{name}"')
+                if id(claim) in provisioned:
+                    if ANN_SELECTED_NODE in ann:
+                        seen_selected.add(id(claim))
+                    elif id(claim) in seen_selected:
+                        return Status.error(f'binding volumes: provisioning failed for PVC "{name}"')
             if done:
                 return Status.success()
             if time.monotonic() >= deadline:
