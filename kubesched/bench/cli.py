@@ -48,6 +48,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-pods", type=int, default=None, help="initial pods, scheduled but not measured")
     p.add_argument("--pods", type=int, default=None, help="measured pods")
     p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="steady-load workloads (SteadyLoad): arrivals per second (default the workload's, 300)",
+    )
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="steady-load workloads: seconds of arrivals (measured pods = rate x duration; default 60)",
+    )
+    p.add_argument(
         "-o",
         "--output",
         choices=("table", "json"),
@@ -154,8 +166,17 @@ def selected_workloads(args: argparse.Namespace) -> list[Workload]:
         names = list(WORKLOADS)
     if getattr(args, "scale", None):
         sizes = parse_scale(args.scale)
-        return [get_workload(n).sized(size, args.init_pods, args.pods) for n in names for size in sizes]
-    return [get_workload(n).sized(args.nodes, args.init_pods, args.pods) for n in names]
+        return [
+            get_workload(n).sized(size, args.init_pods, args.pods, args.rate, args.duration)
+            for n in names
+            for size in sizes
+        ]
+    for flag, value in (("--rate", args.rate), ("--duration", args.duration)):
+        if value is not None and not value > 0:
+            raise KeyError(f"{flag} wants a positive number, not {value:g}")
+    return [
+        get_workload(n).sized(args.nodes, args.init_pods, args.pods, args.rate, args.duration) for n in names
+    ]
 
 
 def parse_scale(text: str) -> list[int]:
@@ -439,6 +460,18 @@ def print_table(results: list[dict[str, Any]]) -> None:
             verdict,
         )
         notes.extend(f"{r['workload']}: {p}" for p in check["problems"])
+        if lat := r.get("latencyMilliseconds"):
+            notes.append(
+                f"{r['workload']}: {r['arrivalRate']:g} pods/s arriving; create-to-bound latency p50 "
+                f"{lat.get('p50', 0):.1f} ms, p90 {lat.get('p90', 0):.1f} ms, p99 {lat.get('p99', 0):.1f} ms, "
+                f"max {lat.get('max', 0):.1f} ms; {r.get('podsDeleted', 0)} pods deleted"
+            )
+        if "startupToFirstBindingSeconds" in r:
+            notes.append(
+                f"{r['workload']}: first binding {r['startupToFirstBindingSeconds']:.2f} s after the scheduler "
+                f"process started, with {r['existingPods']:,} pods already bound; scheduler peak RSS "
+                f"{_mib(r.get('peakRSSBytes'))}"
+            )
     console = Console()
     console.print(table)
     for note in notes:

@@ -19,6 +19,7 @@ Two orders for the measured pods (``create``):
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -36,7 +37,7 @@ from typing import Any
 
 from kubesched.bench.check import PlacementChecker, pod_key
 from kubesched.bench.inprocess import Progress, _base_result
-from kubesched.bench.measure import peak_rss, series, summarize
+from kubesched.bench.measure import latency_summary, peak_rss, series, summarize
 from kubesched.bench.profiles import WorkloadSkipped, config_document, require_plugin
 from kubesched.bench.workloads import CHURN_INTERVAL, Workload, load_annotations
 from kubesched.cluster.process import start_cluster_process
@@ -308,6 +309,8 @@ async def drive(
         await _create_all(lambda n: client.create("v1", "nodes", n), nodes)
         watch.informer.start()
         await watch.informer.has_synced(START_TIMEOUT)
+        if workload.startup:
+            return await _startup(client, watch, objects, nodes, options, progress, start_scheduler, api_pid)
 
         scheduler = start_scheduler()
         init = objects.init_pods()
@@ -335,7 +338,16 @@ async def drive(
         begin = time.perf_counter()
         cpu_start = scheduler.cpu_seconds()
         api_cpu_start, harness_cpu_start = _cpu_seconds(api_pid), time.process_time()
-        if not timed_out and options.create == "before":
+        steady = workload.arrival_rate > 0
+        if not timed_out and steady:
+            # arrivals at a fixed rate while the scheduler runs (once ready); a pod's hand-over is when it is due
+            create_pods.close()
+            await _wait_ready(scheduler, options.timeout)
+            cpu_start = scheduler.cpu_seconds()
+            api_cpu_start, harness_cpu_start = _cpu_seconds(api_pid), time.process_time()
+            begin = start = time.perf_counter()
+            creating = asyncio.create_task(_steady_create(client, measured, workload, start, created, watch))
+        elif not timed_out and options.create == "before":
             scheduler_rss = max(scheduler_rss, scheduler.peak_rss())
             scheduler.stop()
             progress("creating measured pods", 0, len(measured))
@@ -356,9 +368,12 @@ async def drive(
         if workload.unschedulable_churn and not timed_out:
             churn_task = asyncio.create_task(_churn(client, objects, churn_created))
         if not timed_out:
-            timed_out = not await _wait_alive(measured_bound, options.timeout, scheduler)
+            arrivals = len(measured) / workload.arrival_rate if steady else 0.0
+            timed_out = not await _wait_alive(measured_bound, options.timeout + arrivals, scheduler)
             if creating is not None:
-                await creating
+                if timed_out:
+                    creating.cancel()
+                await asyncio.gather(creating, return_exceptions=not steady or timed_out)
         end = time.perf_counter()
         api_cpu = _cpu_seconds(api_pid) - api_cpu_start
         harness_cpu = time.process_time() - harness_cpu_start
@@ -408,6 +423,12 @@ async def drive(
         # on a two-core machine they compete with the scheduler.
         out["apiServerPeakRSSBytes"] = api_rss
         out["apiServerCPUSeconds"] = round(api_cpu, 3)
+    if steady:
+        out["create"] = "steady"
+        bound_measured = {k: watch.bind_times[k] for k in measured_keys if k in watch.bind_times}
+        out["arrivalRate"] = workload.arrival_rate
+        # from when each pod was due to be created to when the harness's watch saw it bound
+        out["latencyMilliseconds"] = latency_summary(bound_measured, created)
     if not check.passed:
         out["schedulerLog"] = scheduler.tail()
     if options.keep_series and start is not None:
@@ -471,6 +492,112 @@ async def _wait_alive(event: asyncio.Event, timeout: float, proc: _Process) -> b
         if not proc.alive():
             return False
     return event.is_set()
+
+
+async def _steady_create(
+    client: Any, pods: list[Obj], workload: Workload, start: float, handed: dict[str, float], watch: _PodWatch
+) -> None:
+    """Create ``pods`` at ``workload.arrival_rate`` per second from ``start``, each at its due time whatever
+    the earlier creates are doing (up to CREATE_CONCURRENCY at once); once ``live_pods`` exist, delete the
+    oldest bound one (grace period 0) as each new one arrives."""
+    rate, live = workload.arrival_rate, workload.live_pods
+    limit = asyncio.Semaphore(CREATE_CONCURRENCY)
+    pending: set[asyncio.Task[Any]] = set()
+    oldest: collections.deque[tuple[str, str]] = collections.deque()
+
+    async def create(pod: Obj) -> None:
+        async with limit:
+            await client.create("v1", "pods", pod, namespace=pod["metadata"]["namespace"])
+
+    async def delete(namespace: str, name: str) -> None:
+        async with limit:
+            await client.delete("v1", "pods", name, namespace=namespace, grace_period_seconds=0)
+
+    def spawn(coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    try:
+        for i, pod in enumerate(pods):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            meta = pod["metadata"]
+            handed[f"{meta['namespace']}/{meta['name']}"] = time.perf_counter()
+            spawn(create(pod))
+            if live is None:
+                continue
+            oldest.append((meta["namespace"], meta["name"]))
+            while len(oldest) > live and "/".join(oldest[0]) in watch.bind_times:
+                spawn(delete(*oldest.popleft()))
+        while pending:
+            await asyncio.gather(*list(pending))
+    finally:
+        for task in pending:
+            task.cancel()
+
+
+async def _startup(
+    client: Any,
+    watch: _PodWatch,
+    objects: BenchObjects,
+    nodes: list[Obj],
+    options: E2eOptions,
+    progress: Progress,
+    start_scheduler: Callable[[], _Process],
+    api_pid: int | None,
+) -> dict[str, Any]:
+    """StartupLarge: every initial pod created already bound, the measured pods pending, then a scheduler
+    process started: the time from its start to its first binding (its informers list everything, through
+    WatchList, before it schedules) and its peak RSS by then."""
+    init = objects.init_pods()
+    watch.on_bind = lambda n: progress("creating bound pods", n, len(init))
+    init_seen = watch.expect_bound(pod_key(p) for p in init)
+    await _create_all(lambda p: client.create("v1", "pods", p, namespace=p["metadata"]["namespace"]), init)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(init_seen.wait(), options.timeout)
+    measured = objects.measured_pods()
+    measured_keys = {pod_key(p) for p in measured}
+    await _create_all(
+        lambda p: client.create("v1", "pods", p, namespace=p["metadata"]["namespace"]), measured
+    )
+    bound = watch.expect_bound(measured_keys)
+    watch.on_bind = None
+    progress("scheduler start-up", 0, 1)
+    begin = time.perf_counter()
+    scheduler = start_scheduler()
+    ok = await _wait_alive(bound, options.timeout, scheduler)
+    rss = scheduler.peak_rss()
+    cpu = scheduler.cpu_seconds()
+    times = sorted(watch.bind_times[k] for k in measured_keys if k in watch.bind_times)
+    checker = PlacementChecker(nodes)
+    for kind, pod in watch.changes:
+        if kind == "bound":
+            checker.bound(pod)
+        else:
+            checker.deleted(pod)
+    if not ok:
+        checker.problem(
+            f"timed out after {options.timeout:.0f} s waiting for the first binding"
+            + ("" if scheduler.alive() else " (the scheduler process exited)")
+        )
+    check = checker.finish(measured_keys)
+    first = times[0] - begin if times else 0.0
+    out: dict[str, Any] = {
+        "throughput": summarize(times, begin).as_json(),
+        "durationSeconds": round((times[-1] if times else time.perf_counter()) - begin, 3),
+        "startupToFirstBindingSeconds": round(first, 3),
+        "existingPods": len(init),
+        "peakRSSBytes": rss,
+        "schedulerCPUSeconds": round(cpu, 3),
+        "check": check.as_json(),
+    }
+    if api_pid is not None:
+        out["apiServerPeakRSSBytes"] = peak_rss(api_pid)
+    if not check.passed:
+        out["schedulerLog"] = scheduler.tail()
+    return out
 
 
 async def _churn(client: Any, objects: BenchObjects, created: list[str]) -> None:

@@ -49,7 +49,9 @@ from kubesched.bench.e2e import (
 )
 from kubesched.bench.inprocess import Progress, _base_result
 from kubesched.bench.profiles import config_document
-from kubesched.bench.workloads import HOSTNAME_LABEL, Workload
+from kubesched.bench.workloads import HOSTNAME_LABEL, Workload, node_name
+
+BENCH_NODE_PREFIX = node_name(0).rstrip("0")
 
 Obj = dict[str, Any]
 
@@ -126,6 +128,8 @@ class ExternalObjects(BenchObjects):
         meta["namespace"] = self.namespace_map.get(meta["namespace"], meta["namespace"])
         meta.setdefault("labels", {})[BENCH_LABEL] = self.run_id
         spec = pod["spec"]
+        if spec.get("nodeName", "").startswith(BENCH_NODE_PREFIX):  # created bound (StartupLarge)
+            spec["nodeName"] = self.node_name(int(spec["nodeName"][len(BENCH_NODE_PREFIX) :]))
         spec["schedulerName"] = self.scheduler_name
         spec.setdefault("nodeSelector", {})[BENCH_LABEL] = self.run_id
         spec["tolerations"] = [

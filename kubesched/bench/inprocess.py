@@ -14,6 +14,7 @@ are waiting, so a timer would only fire once the queue is empty.
 from __future__ import annotations
 
 import asyncio
+import collections
 import cProfile
 import itertools
 import logging
@@ -25,7 +26,7 @@ from typing import Any
 
 from kubesched.apimachinery.timefmt import now_rfc3339
 from kubesched.bench.check import PlacementChecker, pod_key
-from kubesched.bench.measure import peak_rss, series, summarize
+from kubesched.bench.measure import latency_summary, peak_rss, series, summarize
 from kubesched.bench.profiles import WorkloadSkipped, inprocess_config
 from kubesched.bench.workloads import CHURN_INTERVAL, Workload, load_annotations
 from kubesched.client.rest import ApiError
@@ -308,6 +309,11 @@ async def _run(
     from kubesched.scheduler.scheduler import Scheduler
 
     result = _base_result(workload, "inprocess")
+    if workload.startup:
+        result.update(
+            skipped=f"{workload.name} measures a scheduler process's start-up: run it with --mode e2e"
+        )
+        return result
     try:
         config = inprocess_config(workload, catalogue)
     except WorkloadSkipped as e:
@@ -360,7 +366,14 @@ async def _run(
         cpu_start = time.process_time()
         if churn is not None:
             churn.start()
-        if not timed_out:
+        feeder: asyncio.Task[None] | None = None
+        if not timed_out and workload.arrival_rate:
+            feeder = asyncio.create_task(_steady_feed(api, measured, workload, start))
+            arrivals = len(measured) / workload.arrival_rate
+            timed_out = not await _wait(measured_bound, options.timeout + arrivals)
+            feeder.cancel()
+            await asyncio.gather(feeder, return_exceptions=True)
+        elif not timed_out:
             for pod in measured:
                 api.create_pod(pod)
             timed_out = not await _wait(measured_bound, options.timeout)
@@ -402,10 +415,34 @@ async def _run(
         podsDeleted=sum(1 for kind, _ in api.changes if kind == "deleted"),
         eventsWritten=api.events_written,
     )
+    if workload.arrival_rate:
+        bound_measured = {k: api.bind_times[k] for k in measured_keys if k in api.bind_times}
+        result.update(
+            arrivalRate=workload.arrival_rate,
+            latencyMilliseconds=latency_summary(bound_measured, api.create_times),
+        )
     if options.keep_series:
         bound = {k: api.bind_times[k] for k in measured_keys if k in api.bind_times}
         result["series"] = series(bound, api.create_times, start)
     return result
+
+
+async def _steady_feed(api: InMemoryApi, pods: list[Obj], workload: Workload, start: float) -> None:
+    """Hand ``pods`` over at ``workload.arrival_rate`` per second from ``start`` (late ones at once); once
+    ``live_pods`` measured pods exist, delete the oldest bound one as each new one arrives."""
+    rate, live = workload.arrival_rate, workload.live_pods
+    oldest: collections.deque[str] = collections.deque()
+    for i, pod in enumerate(pods):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        api.create_pod(pod)
+        if live is None:
+            continue
+        oldest.append(pod_key(pod))
+        while len(oldest) > live and oldest[0] in api.bind_times:
+            namespace, name = oldest.popleft().split("/", 1)
+            await api.delete("v1", "pods", name, namespace=namespace)
 
 
 async def _wait(event: asyncio.Event, timeout: float) -> bool:

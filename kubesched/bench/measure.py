@@ -141,3 +141,18 @@ def peak_rss(pid: int | None = None) -> int:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return rss if sys.platform == "darwin" else rss * 1024
     return 0
+
+
+def latency_summary(bind_times: Mapping[str, float], handed_over: Mapping[str, float]) -> dict[str, float]:
+    """Create-to-bound latency of every bound pod that was handed over, in milliseconds: p50/p90/p99 (the same
+    nearest-rank percentiles as the throughput samples), max and the count."""
+    latencies = sorted(t - handed_over[k] for k, t in bind_times.items() if k in handed_over)
+    if not latencies:
+        return {"count": 0}
+    return {
+        "count": len(latencies),
+        "p50": round(percentile(latencies, 50) * 1e3, 2),
+        "p90": round(percentile(latencies, 90) * 1e3, 2),
+        "p99": round(percentile(latencies, 99) * 1e3, 2),
+        "max": round(latencies[-1] * 1e3, 2),
+    }

@@ -37,6 +37,8 @@ LOAD_ANNOTATIONS = (
 DYNAMIC_PLUGIN = "Dynamic"
 # Unschedulable: a pod that fits nowhere (9 CPU on 4-CPU nodes) arrives every this many seconds.
 CHURN_INTERVAL = 0.2
+# SteadyLoad keeps this many seconds of arrivals alive; older pods are deleted as new ones arrive.
+STEADY_LIVE_SECONDS = 10.0
 
 
 def node_name(index: int) -> str:
@@ -209,16 +211,39 @@ class Workload:
     load_annotations: bool = False
     # When set, the default number of initial pods follows the node count (Preemption fills every node).
     init_pods_per_node: int | None = None
+    # Steady load: measured pods arrive at this rate (pods/s) instead of all at once; with ``live_pods`` set,
+    # the oldest bound measured pod is deleted as each new one arrives once that many exist (churn).
+    arrival_rate: float = 0.0
+    live_pods: int | None = None
+    # Start-up: the initial pods are created already bound (spread round robin), the scheduler process is
+    # started once everything exists, and the time from its start to its first binding is what is measured.
+    startup: bool = False
 
     def sized(
-        self, nodes: int | None = None, init_pods: int | None = None, pods: int | None = None
+        self,
+        nodes: int | None = None,
+        init_pods: int | None = None,
+        pods: int | None = None,
+        rate: float | None = None,
+        duration: float | None = None,
     ) -> Workload:
-        """The workload at another size; unset sizes keep the defaults (scaled with ``nodes`` where needed)."""
+        """The workload at another size; unset sizes keep the defaults (scaled with ``nodes`` where needed).
+        ``rate`` and ``duration`` (seconds) apply to steady-load workloads: the measured pods are then
+        ``rate * duration`` unless ``pods`` is given, and the live pods stay ten seconds' worth."""
         n = self.nodes if nodes is None else nodes
         if init_pods is None:
             init_pods = self.init_pods if self.init_pods_per_node is None else self.init_pods_per_node * n
+        measured = self.measured_pods if pods is None else pods
+        arrival, live = self.arrival_rate, self.live_pods
+        if arrival and (rate is not None or duration is not None):
+            arrival = rate if rate is not None else arrival
+            if pods is None:
+                seconds = duration if duration is not None else self.measured_pods / self.arrival_rate
+                measured = max(1, round(arrival * seconds))
+            if live is not None:
+                live = max(1, round(arrival * STEADY_LIVE_SECONDS))
         return dataclasses.replace(
-            self, nodes=n, init_pods=init_pods, measured_pods=self.measured_pods if pods is None else pods
+            self, nodes=n, init_pods=init_pods, measured_pods=measured, arrival_rate=arrival, live_pods=live
         )
 
     @property
@@ -235,7 +260,11 @@ class Workload:
         ]
 
     def init_pod_objects(self) -> list[Obj]:
-        return [self.init_pod(f"init-{i:06d}", self.init_namespace) for i in range(self.init_pods)]
+        pods = [self.init_pod(f"init-{i:06d}", self.init_namespace) for i in range(self.init_pods)]
+        if self.startup:
+            for i, pod in enumerate(pods):
+                pod["spec"]["nodeName"] = node_name(i % self.nodes)
+        return pods
 
     def measured_pod_objects(self) -> list[Obj]:
         return [self.measured_pod(f"pod-{i:06d}", self.measured_namespace) for i in range(self.measured_pods)]
@@ -307,6 +336,25 @@ WORKLOADS: dict[str, Workload] = {
             10000,
             "default pods, with a 9-CPU high-priority pod that fits nowhere arriving every 200 ms",
             unschedulable_churn=True,
+        ),
+        Workload(
+            "SteadyLoad",
+            5000,
+            0,
+            18000,
+            "default pods arriving at 300/s for 60 s, the oldest deleted as new ones arrive (3,000 live); "
+            "create-to-bound latency",
+            arrival_rate=300.0,
+            live_pods=3000,
+        ),
+        Workload(
+            "StartupLarge",
+            5000,
+            50000,
+            1,
+            "end to end: 50,000 pods already bound; time from the scheduler's process start to its first "
+            "binding (informer sync through WatchList), and its peak RSS",
+            startup=True,
         ),
         Workload(
             "LoadAware",

@@ -98,12 +98,32 @@ def test_a_side_that_fails_its_check_fails_the_comparison(
     assert len((tmp_path / "runs.log").read_text().splitlines()) == 2  # stopped at the first broken run
 
 
+def _known_good_revision() -> str:
+    """The commit that added --compare (its tree was run then): HEAD of a shared tree may be mid-change."""
+    return subprocess.run(
+        [
+            "git",
+            "-C",
+            str(package_checkout()),
+            "log",
+            "--diff-filter=A",
+            "--format=%H",
+            "--",
+            "kubesched/bench/compare.py",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[-1]
+
+
 def test_git_revision_against_this_checkout_removes_its_worktree(capsys: pytest.CaptureFixture[str]) -> None:
     before = _worktrees()
+    rev = _known_good_revision()
     argv = [
         "bench",
         "--compare",
-        "git:HEAD",
+        f"git:{rev}",
         ".",
         "--compare-pairs",
         "1",
@@ -118,7 +138,7 @@ def test_git_revision_against_this_checkout_removes_its_worktree(capsys: pytest.
     ]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)["compare"]
-    assert out["a"].startswith("git:HEAD (") and out["b"] == ". (this checkout)"
+    assert out["a"] == f"git:{rev} ({rev[:12]})" and out["b"] == ". (this checkout)"
     s = out["workloads"]["SchedulingBasic"]
     assert len(s["ratios"]) == 1 and s["ratios"][0] > 0 and s["a"][0] > 0 and s["b"][0] > 0
     after = _worktrees()
