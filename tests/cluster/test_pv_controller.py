@@ -232,3 +232,29 @@ def test_provisioner_follows_the_selected_node(cls: str, expected_key: str) -> N
     env.delete("persistentvolumeclaims", "data")
     env.settle()
     assert env.get("persistentvolumes", volume["metadata"]["name"]) is None
+
+
+def test_api_defaults_and_the_default_storage_class_admission() -> None:
+    env = Env("simulated-provisioner")
+    env.settle()
+    bare = env.create(
+        "storageclasses",
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "plain"},
+            "provisioner": "x.example.com",
+        },
+    )
+    assert (bare["reclaimPolicy"], bare["volumeBindingMode"]) == ("Delete", "Immediate")
+    claim = pvc("data", "1Gi")
+    del claim["spec"]["storageClassName"]
+    created = env.create("persistentvolumeclaims", claim)
+    assert created["spec"]["storageClassName"] == "standard"  # the shipped default class
+    assert created["spec"]["volumeMode"] == "Filesystem" and created["status"] == {"phase": "Pending"}
+    explicit = pvc("none", "1Gi", "")
+    assert (
+        env.create("persistentvolumeclaims", explicit)["spec"]["storageClassName"] == ""
+    )  # "" means no class
+    volume = env.create("persistentvolumes", pv("v", "1Gi"))
+    assert volume["spec"]["volumeMode"] == "Filesystem" and volume["status"] == {"phase": "Pending"}

@@ -26,6 +26,7 @@ from kubesched.cluster.kinds import (
     priorityclasses,
     rbac,
     services,
+    storage,
     workloads,
 )
 from kubesched.cluster.kinds.strategy import DEFAULT, Strategy
@@ -51,6 +52,9 @@ STRATEGIES: dict[tuple[str, str], Strategy] = {
     ("coordination.k8s.io", "leases"): leases.STRATEGY,
     ("policy", "poddisruptionbudgets"): disruptionbudgets.STRATEGY,
     ("scheduling.k8s.io", "priorityclasses"): priorityclasses.STRATEGY,
+    ("storage.k8s.io", "storageclasses"): storage.STORAGE_CLASS,
+    ("", "persistentvolumes"): storage.PERSISTENT_VOLUME,
+    ("", "persistentvolumeclaims"): storage.PERSISTENT_VOLUME_CLAIM,
     ("apiextensions.k8s.io", "customresourcedefinitions"): customresourcedefinitions.STRATEGY,
     ("rbac.authorization.k8s.io", "roles"): rbac.ROLE,
     ("rbac.authorization.k8s.io", "clusterroles"): rbac.ROLE,
