@@ -148,13 +148,18 @@ def test_deleted_claim() -> None:
     )
 
 
-def test_missing_device_class() -> None:
+async def test_missing_device_class_and_post_filter_after_a_pre_filter_rejection() -> None:
     cache, _, plugin = setup(claim())
-    _, s = plugin.pre_filter(CycleState(), cache.pod_info(pod(claims=CLAIM_REF)), cache.table)
+    state = CycleState()
+    pi = cache.pod_info(pod(claims=CLAIM_REF))
+    _, s = plugin.pre_filter(state, pi, cache.table)
     assert (s.code, s.reasons) == (
         Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
         ["request req-1: device class class does not exist"],
     )
+    # Upstream writes its state before looking at the claims: PostFilter knows the pod has claims.
+    _, s = await plugin.post_filter(state, pi, cache.table, NodeToStatus())
+    assert s.reasons == [STILL_NOT_SCHEDULABLE]
 
 
 def test_claim_reserved_for_too_many_pods_is_in_use() -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from kubesched.scheduler.dra.allocator import DeviceId, Pools, device_id
 
 Obj = Mapping[str, Any]
+DRA_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
 
 
 def obj_key(obj: Obj) -> str:
@@ -131,6 +132,23 @@ class DraObjects:
     def in_flight(self, key: str) -> tuple[str, dict[str, Any]] | None:
         return self._in_flight.get(key)
 
+    def commit(self, pod_uid: str, pod_name: str) -> None:
+        """Offline (``simulate``, no PreBind): the pod's in-flight allocations become its claims' status, with
+        the pod in ``reservedFor``, as PreBind would have written them."""
+        for key, (uid, allocation) in list(self._in_flight.items()):
+            if uid != pod_uid:
+                continue
+            claim = self._assumed.get(key) or self._claims.get(key)
+            if claim is None:
+                continue
+            status = dict(claim.get("status") or {})
+            status["allocation"] = allocation
+            status["reservedFor"] = [
+                *(status.get("reservedFor") or ()),
+                {"resource": "pods", "name": pod_name, "uid": pod_uid},
+            ]
+            self.assume({**claim, "status": status})
+
     # -- reads ---------------------------------------------------------------------------------------------
 
     def claim(self, namespace: str, name: str) -> Obj | None:
@@ -173,4 +191,4 @@ class DraObjects:
             self._devices.pop(key, None)
 
 
-__all__ = ["DraObjects", "allocated_devices", "obj_key"]
+__all__ = ["DRA_KINDS", "DraObjects", "allocated_devices", "obj_key"]

@@ -192,13 +192,17 @@ class DynamicResources:
     ) -> tuple[PreFilterResult | None, Status]:
         if not pod.pod["spec"].get("resourceClaims"):
             return None, Status.skip()
+        # As upstream, the state exists from here on (empty until the claims are known): a rejection below is
+        # followed by PostFilter's "no new claims to deallocate" or, with claims, "still not schedulable".
+        s = _State([], [], [], None, False)
+        state.write(_KEY, s)
         try:
             claims = resolve_claims(self.objects, pod.pod)
         except ClaimsUnavailable as e:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(e)], NAME)
         if not claims:
-            state.write(_KEY, _State([], [], [], None, False))
             return None, Status.skip()
+        s.claims = claims
         allocated: list[tuple[int, NodeSelector | None]] = []
         to_allocate: list[int] = []
         for i, claim in enumerate(claims):
@@ -230,7 +234,12 @@ class DynamicResources:
             except AllocationError as e:
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(e)], NAME)
             first_available = any(r.first_available for c in allocator.claims for r in c.requests)
-        state.write(_KEY, _State(claims, allocated, to_allocate, allocator, first_available))
+        s.allocated, s.to_allocate, s.allocator, s.has_first_available = (
+            allocated,
+            to_allocate,
+            allocator,
+            first_available,
+        )
         return None, Status.success()
 
     # -- Filter --------------------------------------------------------------------------------------------
