@@ -4,7 +4,9 @@ Reads nodes and pods (a YAML/JSON stream, or a ``v1 List`` as ``kubectl get node
 Services, ReplicaSets, StatefulSets, ReplicationControllers, Namespaces, PodDisruptionBudgets,
 PriorityClasses, PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers and
 CSIStorageCapacities in the same file are used as the live scheduler's listers would; volumes a pod's Reserve
-binds or provisions stay taken for the pods after it), loads the scheduler
+binds or provisions stay taken for the pods after it; DeviceClasses, ResourceSlices, ResourceClaims and
+ResourceClaimTemplates too: claims are made from a pending pod's templates as the ResourceClaim controller
+would, and devices allocated to a placed pod's claims stay taken), loads the scheduler
 configuration, and runs every pod without ``spec.nodeName`` whose ``schedulerName`` a profile serves through
 the very same framework code as the live scheduler, with no API server involved:
 
@@ -344,6 +346,8 @@ async def simulate(
     """
     from kubesched.scheduler.cache import Cache
     from kubesched.scheduler.cycle import CycleFailure, scheduling_cycle
+    from kubesched.scheduler.dra.objects import DRA_KINDS, DraObjects
+    from kubesched.scheduler.dra.offline import instantiate_claims
     from kubesched.scheduler.framework.handle import Handle
     from kubesched.scheduler.framework.interface import CycleState
     from kubesched.scheduler.framework.runtime import Framework
@@ -353,6 +357,8 @@ async def simulate(
     from kubesched.scheduler.volumes.listers import STORAGE_KINDS, static_volumes
 
     dump = ClusterDump.from_objects(objects)
+    dra = DraObjects()
+    dra.add_all(o for kind in DRA_KINDS for o in dump.others.get(kind, ()))
     workloads = DumpWorkloads(dump.others)
     cache = Cache()
     nominator = Nominator()
@@ -376,6 +382,7 @@ async def simulate(
         pdbs=workloads,
         preemption_evict=evict,
         volumes=static_volumes(o for kind in STORAGE_KINDS for o in dump.others.get(kind, ())),
+        dra=dra,
     )
     if catalogue is None:
         catalogue = in_tree_catalogue()
@@ -401,7 +408,7 @@ async def simulate(
         if (pod.get("spec") or {}).get("nodeName"):
             cache.on_pod_add(pod)
             continue
-        pi = cache.pod_info(pod)
+        pi = cache.pod_info(instantiate_claims(dra, pod))
         if pi.scheduler_name in frameworks and pi.deletion_ts is None:
             pending.append(QueuedPodInfo(pi, timestamp=_queue_time(pi)))
             if pi.nominated_node_name:
@@ -442,6 +449,7 @@ async def simulate(
         placed_on = result.node or ""
         # PreBind/Bind need the API server; offline the pod simply stays assumed on its node.
         fw.run_post_bind(state, outcome, placed_on)
+        dra.commit(pi.uid, pi.name)  # the allocations PreBind would have written
         nominator.delete_nominated(pi.uid)
         scores: dict[str, dict[str, int]] = {}
         for name, per_plugin in sorted((result.scores or {}).items()):
