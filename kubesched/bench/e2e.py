@@ -326,6 +326,7 @@ async def drive(
         done_before = len(watch.bind_times)
         measured_bound = watch.expect_bound(measured_keys)
         created: dict[str, float] = {}  # when each create returned: the pod's hand-over, for latencies
+        create_returned: dict[str, float] = {}  # steady load: when each create returned (hand-over: when due)
 
         async def create_measured(p: Obj) -> None:
             await client.create("v1", "pods", p, namespace=p["metadata"]["namespace"])
@@ -346,7 +347,9 @@ async def drive(
             cpu_start = scheduler.cpu_seconds()
             api_cpu_start, harness_cpu_start = _cpu_seconds(api_pid), time.process_time()
             begin = start = time.perf_counter()
-            creating = asyncio.create_task(_steady_create(client, measured, workload, start, created, watch))
+            creating = asyncio.create_task(
+                _steady_create(client, measured, workload, start, created, watch, create_returned)
+            )
         elif not timed_out and options.create == "before":
             scheduler_rss = max(scheduler_rss, scheduler.peak_rss())
             scheduler.stop()
@@ -429,6 +432,8 @@ async def drive(
         out["arrivalRate"] = workload.arrival_rate
         # from when each pod was due to be created to when the harness's watch saw it bound
         out["latencyMilliseconds"] = latency_summary(bound_measured, created)
+        # how late the creates themselves were (harness and API server): a loaded machine shows here first
+        out["createLatencyMilliseconds"] = latency_summary(create_returned, created)
     if not check.passed:
         out["schedulerLog"] = scheduler.tail()
     if options.keep_series and start is not None:
@@ -495,7 +500,13 @@ async def _wait_alive(event: asyncio.Event, timeout: float, proc: _Process) -> b
 
 
 async def _steady_create(
-    client: Any, pods: list[Obj], workload: Workload, start: float, handed: dict[str, float], watch: _PodWatch
+    client: Any,
+    pods: list[Obj],
+    workload: Workload,
+    start: float,
+    handed: dict[str, float],
+    watch: _PodWatch,
+    created: dict[str, float],
 ) -> None:
     """Create ``pods`` at ``workload.arrival_rate`` per second from ``start``, each at its due time whatever
     the earlier creates are doing (up to CREATE_CONCURRENCY at once); once ``live_pods`` exist, delete the
@@ -508,6 +519,7 @@ async def _steady_create(
     async def create(pod: Obj) -> None:
         async with limit:
             await client.create("v1", "pods", pod, namespace=pod["metadata"]["namespace"])
+        created[pod_key(pod)] = time.perf_counter()
 
     async def delete(namespace: str, name: str) -> None:
         async with limit:
