@@ -1,5 +1,5 @@
 """The scheduler's credentials: ServiceAccount ``kube-scheduler`` in the operand namespace, bound to the
-ClusterRoles kube-scheduler runs with, and a long-lived token for it in secret ``kube-scheduler-client-token``
+ClusterRoles kube-scheduler runs with (and to the Role that reads the client CA in kube-system), and a long-lived token for it in secret ``kube-scheduler-client-token``
 (key ``token``), which the kubeconfig's ``tokenFile`` names under the revision's resource folder.
 
 The token comes from the TokenRequest API (``serviceaccounts/<name>/token``); the local cluster has no legacy
@@ -23,6 +23,7 @@ from kubesched.client.rest import ApiError
 from kubesched.operator import contract as c
 from kubesched.operator.resourceapply import (
     apply_cluster_role_binding,
+    apply_role_binding,
     apply_secret,
     apply_service_account,
     decode_secret_value,
@@ -33,6 +34,8 @@ Obj = dict[str, Any]
 
 SERVICE_ACCOUNT = "kube-scheduler"
 CLUSTER_ROLES = ("system:kube-scheduler", "system:volume-scheduler", "system:auth-delegator")
+# Delegated authentication reads the client CA from kube-system/extension-apiserver-authentication.
+AUTH_READER_ROLE = "extension-apiserver-authentication-reader"
 DEFAULT_TOKEN_LIFETIME = 365 * 24 * 3600
 RENEW_FRACTION = 0.2  # renew once less than this share of the lifetime is left
 SA_NAME_ANNOTATION = "kubernetes.io/service-account.name"
@@ -90,6 +93,9 @@ async def ensure_credentials(
     subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": ns}]
     for role in CLUSTER_ROLES:
         await apply_cluster_role_binding(ctx, binding_name(ns, role), role, subject)
+    await apply_role_binding(
+        ctx, "kube-system", binding_name(ns, AUTH_READER_ROLE), AUTH_READER_ROLE, subject
+    )
     sa_uid = str((sa.get("metadata") or {}).get("uid") or "")
     secret = await get_or_none(ctx.client, "v1", "secrets", c.CLIENT_TOKEN_SECRET, ns)
     if needs_renewal(secret, sa_uid, lifetime, clock()) is None:

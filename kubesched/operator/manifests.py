@@ -5,10 +5,9 @@ for the kubesched scheduler and the local cluster's process kubelet.
   reads comes from the revision's resource folder, a hostPath
   ``/etc/kubernetes/static-pod-resources/kube-scheduler-pod-REVISION`` mounted at
   ``/etc/kubernetes/static-pod-resources``. ``REVISION`` is replaced by the installer, as upstream's.
-- ``--config`` (whose ``clientConnection.kubeconfig`` names the kubeconfig) and ``--kubeconfig`` (the same file,
-  for a config that names none). kubesched's scheduler has no delegated authentication or authorization on its
-  secure port, so upstream's ``--authentication-kubeconfig``/``--authorization-kubeconfig`` are not passed (the
-  scheduler would refuse an unknown flag).
+- ``--config`` (whose ``clientConnection.kubeconfig`` names the kubeconfig), and the same kubeconfig for
+  ``--kubeconfig`` (a config that names none) and for the secure port's delegated authentication and
+  authorization (``--authentication-kubeconfig``/``--authorization-kubeconfig``).
 - The secure port (10259 by default) is bound to the node's own address (``$(HOST_IP)`` from ``status.hostIP``):
   the local cluster runs its control-plane nodes as 127.0.1.N on one machine, where 0.0.0.0:10259 could be bound
   only once. Liveness and readiness probe ``/healthz`` over HTTPS at that address.
@@ -71,6 +70,8 @@ def scheduler_pod(
     args = [
         f"--config={CONFIG_PATH}",
         f"--kubeconfig={KUBECONFIG_PATH}",
+        f"--authentication-kubeconfig={KUBECONFIG_PATH}",
+        f"--authorization-kubeconfig={KUBECONFIG_PATH}",
         "--bind-address=$(HOST_IP)",
         f"--secure-port={secure_port}",
     ]
@@ -192,9 +193,22 @@ def bootstrap_scheduler_pod(
     }
 
 
+class _Dumper(yaml.SafeDumper):
+    """Quotes strings holding the revision placeholder: the installer replaces ``REVISION`` in the text, and an
+    unquoted ``revision: 3`` would be a number where a label needs a string."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = '"' if REVISION_PLACEHOLDER in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def to_yaml(obj: Obj) -> str:
     """YAML of a manifest; the same object always gives the same text."""
-    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=120)
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 
 
 __all__ = [

@@ -209,6 +209,21 @@ async def apply_cluster_role_binding(
     )
 
 
+async def apply_role_binding(
+    ctx: c.OperatorContext, namespace: str, name: str, role: str, subjects: list[Obj]
+) -> tuple[Obj, bool]:
+    body = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(name, namespace, None, None),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": subjects,
+    }
+    return await _apply(
+        ctx, "rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", body, ("subjects",)
+    )
+
+
 # -- sub-conditions on KubeScheduler/cluster ----------------------------------------------------------------------
 
 

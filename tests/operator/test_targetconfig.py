@@ -100,6 +100,13 @@ async def test_writes_every_input(op_ctx: c.OperatorContext, kit: Any) -> None:
         assert crb["subjects"] == [
             {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NS}
         ]
+    rb = await client.get(
+        "rbac.authorization.k8s.io/v1",
+        "rolebindings",
+        credentials.binding_name(NS, credentials.AUTH_READER_ROLE),
+        namespace="kube-system",
+    )
+    assert rb["roleRef"]["name"] == "extension-apiserver-authentication-reader"
     ks = await kit.get_kubescheduler(client)
     assert condition(ks, DEGRADED_CONDITION)["status"] == "False"
 
