@@ -133,3 +133,43 @@ async def place(objects: list[Obj], config: Any = None) -> list[Obj]:
 
 THREE_ZONES = [node("node-a", "zone-a"), node("node-b", "zone-b"), node("node-c", "zone-c")]
 P = ", preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+
+
+def run_plugin(
+    plugin_type: Any,
+    nodes: list[Obj],
+    objects: list[Obj],
+    the_pod: Obj,
+    placed: list[Obj] = (),  # type: ignore[assignment]
+) -> tuple[Any, dict[str, tuple[str, list[str]]]]:
+    """One plugin's PreFilter, then (unless it answered SKIP or rejected) its Filter over every node, on a real
+    node table. Returns (PreFilter status, node -> (code name, reasons) for the rejected nodes)."""
+    import numpy as np
+
+    from kubesched.scheduler.cache import Cache
+    from kubesched.scheduler.framework.handle import Handle
+    from kubesched.scheduler.framework.interface import Code, CycleState
+    from kubesched.scheduler.framework.runtime import _bits_status
+    from kubesched.scheduler.volumes.listers import static_volumes
+
+    cache = Cache()
+    for n in nodes:
+        cache.on_node_add(n)
+    for p in placed:
+        cache.on_pod_add(p)
+    handle = Handle(cache=cache, volumes=static_volumes(objects))
+    plugin = plugin_type(None, handle)
+    state = CycleState()
+    pi = cache.pod_info(the_pod)
+    _, status = plugin.pre_filter(state, pi, cache.table)
+    if status.code != Code.SUCCESS:
+        return status, {}
+    table = cache.table
+    idx = np.array(sorted(table.index.values()), dtype=np.intp)
+    verdict = plugin.filter(state, pi, table, idx)
+    out: dict[str, tuple[str, list[str]]] = {}
+    for slot, bits in zip(idx.tolist(), verdict.reason_bits.tolist(), strict=True):
+        if bits:
+            st = _bits_status(plugin.name, int(bits), verdict.reasons, verdict.unresolvable)
+            out[table.names[slot] or ""] = (st.code.name, st.reasons)
+    return status, out
