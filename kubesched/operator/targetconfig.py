@@ -6,7 +6,8 @@
   with the application's full plugin catalogue (so ``Dynamic`` validates). An invalid result sets
   ``TargetConfigControllerDegraded=True`` (reason ``InvalidConfig``, the loader's field errors in the message) and
   leaves ``config`` as it is: the last good revision keeps running.
-- configmap ``kube-scheduler-pod``: ``pod.yaml`` (``manifests.py``), ``version``, ``forceRedeploymentReason``.
+- configmap ``kube-scheduler-pod``: ``pod.yaml`` (``manifests.py``, with ``spec.unsupportedConfigOverrides``'s
+  ``arguments`` appended as flags, as upstream), ``version``, ``forceRedeploymentReason``.
 - configmap ``scheduler-kubeconfig``: the API server the operator talks to (or ``server=``), the CA from
   ``serviceaccount-ca``, the token file of secret ``kube-scheduler-client-token``.
 - configmap ``serviceaccount-ca`` (``ca-bundle.crt``): the CA the operator's own client trusts, else the
@@ -98,6 +99,37 @@ def render_config(default: Obj, observed: Any, overrides: Any, catalogue: Catalo
     return text + "\n"
 
 
+def split_overrides(overrides: Any) -> tuple[Any, list[str]]:
+    """``spec.unsupportedConfigOverrides`` as (the config snippet, extra scheduler flags).
+
+    As upstream, its ``arguments`` map (a string or a list of strings per flag name) becomes flags appended to
+    the scheduler's command line, ``--name=value`` in sorted name order, one per list element; the rest is the
+    sparse configuration merged last. Raises InvalidConfig for a malformed ``arguments``.
+    """
+    if not isinstance(overrides, dict) or "arguments" not in overrides:
+        return overrides, []
+    rest = {k: v for k, v in overrides.items() if k != "arguments"}
+    arguments = overrides["arguments"]
+    if arguments is None:
+        return rest, []
+    if not isinstance(arguments, dict):
+        raise InvalidConfig(
+            "spec.unsupportedConfigOverrides.arguments must be a map of flag name to value(s)"
+        )
+    flags: list[str] = []
+    for name in sorted(arguments, key=lambda n: str(n).lstrip("-")):
+        value = arguments[name]
+        values = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str | int | float | bool) and not isinstance(v, dict) for v in values):
+            raise InvalidConfig(
+                f"spec.unsupportedConfigOverrides.arguments.{name} must be a string or a list of strings"
+            )
+        for v in values:
+            text = str(v).lower() if isinstance(v, bool) else str(v)
+            flags.append(f"--{name.lstrip('-')}={text}")
+    return rest, flags
+
+
 def kubeconfig_text(server: str, namespace: str, with_ca: bool) -> str:
     """The scheduler's kubeconfig: credentials by path under the revision's resource folder."""
     cluster: Obj = {"server": server}
@@ -181,17 +213,23 @@ class TargetConfigController:
         ns = ctx.operand_namespace
         problems: list[tuple[str, str]] = []  # (reason, message)
         await apply_namespace(ctx, ns)
+        extra_args: list[str] | None = None
         try:
-            config = render_config(
-                default_config(ns),
-                spec.get("observedConfig"),
-                spec.get("unsupportedConfigOverrides"),
-                self.catalogue,
-            )
+            overrides, extra_args = split_overrides(spec.get("unsupportedConfigOverrides"))
         except InvalidConfig as e:
-            problems.append(("InvalidConfig", f"{e}; configmap {ns}/{c.CONFIG_CONFIGMAP} is left as it is"))
+            overrides = {}
+            problems.append(("InvalidConfig", f"{e}; configmap {ns}/{c.POD_CONFIGMAP} is left as it is"))
         else:
-            await apply_configmap(ctx, ns, c.CONFIG_CONFIGMAP, {"config.yaml": config})
+            try:
+                config = render_config(
+                    default_config(ns), spec.get("observedConfig"), overrides, self.catalogue
+                )
+            except InvalidConfig as e:
+                problems.append(
+                    ("InvalidConfig", f"{e}; configmap {ns}/{c.CONFIG_CONFIGMAP} is left as it is")
+                )
+            else:
+                await apply_configmap(ctx, ns, c.CONFIG_CONFIGMAP, {"config.yaml": config})
         ca = await self._ca_bundle(ctx)
         if ca:
             await apply_configmap(ctx, ns, c.SERVICEACCOUNT_CA_CONFIGMAP, {"ca-bundle.crt": ca})
@@ -204,23 +242,25 @@ class TargetConfigController:
         except ApiError as e:
             problems.append(("SynchronizationError", f"the scheduler's credentials: {e}"))
         serving = await get_or_none(ctx.client, "v1", "secrets", c.SERVING_CERT_SECRET, ns)
-        try:
-            pod = manifests.scheduler_pod(
-                image=self.image,
-                namespace=ns,
-                secure_port=self.secure_port,
-                log_level=spec.get("logLevel"),
-                serving_cert=serving is not None,
-            )
-        except manifests.ManifestError as e:
-            problems.append(("InvalidPodSpec", str(e)))
-        else:
-            data = {
-                "pod.yaml": manifests.to_yaml(pod),
-                "version": self.version,
-                "forceRedeploymentReason": str(spec.get("forceRedeploymentReason") or ""),
-            }
-            await apply_configmap(ctx, ns, c.POD_CONFIGMAP, data)
+        if extra_args is not None:  # with malformed arguments the last pod stays until they are fixed
+            try:
+                pod = manifests.scheduler_pod(
+                    image=self.image,
+                    namespace=ns,
+                    secure_port=self.secure_port,
+                    log_level=spec.get("logLevel"),
+                    serving_cert=serving is not None,
+                    extra_args=extra_args,
+                )
+            except manifests.ManifestError as e:
+                problems.append(("InvalidPodSpec", str(e)))
+            else:
+                data = {
+                    "pod.yaml": manifests.to_yaml(pod),
+                    "version": self.version,
+                    "forceRedeploymentReason": str(spec.get("forceRedeploymentReason") or ""),
+                }
+                await apply_configmap(ctx, ns, c.POD_CONFIGMAP, data)
         if problems:
             reason = "::".join(sorted({r for r, _ in problems}))
             await set_condition(
@@ -254,4 +294,5 @@ __all__ = [
     "default_config",
     "kubeconfig_text",
     "render_config",
+    "split_overrides",
 ]

@@ -23,6 +23,7 @@ from kubesched.operator.targetconfig import (
     TargetConfigController,
     default_config,
     render_config,
+    split_overrides,
 )
 
 Obj = dict[str, Any]
@@ -233,3 +234,33 @@ async def test_credentials_over_https(tmp_path: Path, kit: Any) -> None:
             await recorder.close()
     finally:
         await cluster.stop()
+
+
+def test_arguments_become_flags() -> None:
+    rest, flags = split_overrides(
+        {"arguments": {"v": 5, "b": ["x", "y"], "--c": True}, "percentageOfNodesToScore": 9}
+    )
+    assert rest == {"percentageOfNodesToScore": 9} and flags == ["--b=x", "--b=y", "--c=true", "--v=5"]
+    assert split_overrides(None) == (None, []) and split_overrides({"a": 1}) == ({"a": 1}, [])
+    with pytest.raises(InvalidConfig, match=r"arguments\.b must be a string or a list of strings"):
+        split_overrides({"arguments": {"b": {"nested": 1}}})
+
+
+async def test_override_arguments_reach_the_pod(op_ctx: c.OperatorContext, kit: Any) -> None:
+    client = op_ctx.client
+    await kit.create_kubescheduler(client, unsupportedConfigOverrides={"arguments": {"seed": "7"}})
+    ctl = TargetConfigController()
+    await ctl.sync(op_ctx)
+    args = yaml.safe_load((await cm(client, c.POD_CONFIGMAP))["data"]["pod.yaml"])["spec"]["containers"][0][
+        "args"
+    ]
+    assert args[-1] == "--seed=7"
+    assert "arguments" not in json.loads((await cm(client, c.CONFIG_CONFIGMAP))["data"]["config.yaml"])
+    before = (await cm(client, c.POD_CONFIGMAP))["metadata"]["resourceVersion"]
+    await kit.patch_kubescheduler_spec(
+        client, {"unsupportedConfigOverrides": {"arguments": ["not", "a", "map"]}}
+    )
+    await ctl.sync(op_ctx)
+    assert (await cm(client, c.POD_CONFIGMAP))["metadata"]["resourceVersion"] == before
+    cond = condition(await kit.get_kubescheduler(client), DEGRADED_CONDITION)
+    assert cond["status"] == "True" and "arguments must be a map" in cond["message"]
