@@ -182,7 +182,7 @@ class ConfigObserver:
 
     name = "ConfigObserver"
 
-    # What this controller reads: the runtime re-syncs it on changes of these (api version, plural, name).
+    # What this controller reads (api version, plural, name); the runtime's informers cover them.
     watches: tuple[tuple[str, str, str], ...] = (
         (c.SCHEDULER_CONFIG_API_VERSION, c.SCHEDULER_CONFIG_PLURAL, c.SINGLETON_NAME),
         (c.KUBESCHEDULER_API_VERSION, c.KUBESCHEDULER_PLURAL, c.SINGLETON_NAME),

@@ -72,8 +72,17 @@ class InvalidConfig(ValueError):
     """The merged configuration is refused; the message names the field and the input to fix."""
 
 
-def render_config(default: Obj, observed: Any, overrides: Any, catalogue: Catalogue | None = None) -> str:
-    """``config.yaml``: default, observed, overrides merged in that order and validated. Raises InvalidConfig."""
+def render_config(
+    default: Obj,
+    observed: Any,
+    overrides: Any,
+    catalogue: Catalogue | None = None,
+    *,
+    known_valid: str | None = None,
+) -> str:
+    """``config.yaml``: default, observed, overrides merged in that order and validated. Raises InvalidConfig.
+
+    ``known_valid``: a text validated before; a merge that yields it again is not validated again."""
     try:
         merged = merge_config(
             default,
@@ -83,7 +92,9 @@ def render_config(default: Obj, observed: Any, overrides: Any, catalogue: Catalo
         )
     except MergeError as e:
         raise InvalidConfig(str(e)) from None
-    text = to_json(merged)
+    text = to_json(merged) + "\n"
+    if text == known_valid:
+        return text
     if catalogue is None:
         from kubesched.catalogue import full_catalogue
 
@@ -96,7 +107,7 @@ def render_config(default: Obj, observed: Any, overrides: Any, catalogue: Catalo
             f"the merged KubeSchedulerConfiguration is invalid: {problems} "
             "(check spec.unsupportedConfigOverrides and spec.observedConfig)"
         ) from None
-    return text + "\n"
+    return text
 
 
 def split_overrides(overrides: Any) -> tuple[Any, list[str]]:
@@ -159,7 +170,8 @@ class TargetConfigController:
 
     name = "TargetConfigController"
 
-    # Inputs (the runtime re-syncs this controller on their changes) and outputs (it repairs them).
+    # What it reads and the configmaps/secret it writes (and repairs when changed by hand); the runtime's
+    # informers cover both.
     watches: tuple[tuple[str, str, str], ...] = (
         (c.KUBESCHEDULER_API_VERSION, c.KUBESCHEDULER_PLURAL, c.SINGLETON_NAME),
     )
@@ -192,6 +204,9 @@ class TargetConfigController:
         self.token_lifetime = token_lifetime
         self._catalogue = catalogue
         self._clock = clock
+        self._last_valid: str | None = (
+            None  # the last config.yaml validated (a resync skips validating it again)
+        )
 
     @property
     def catalogue(self) -> Catalogue:
@@ -229,6 +244,7 @@ class TargetConfigController:
                     ("InvalidConfig", f"{e}; configmap {ns}/{c.CONFIG_CONFIGMAP} is left as it is")
                 )
             else:
+                self._last_valid = config
                 await apply_configmap(ctx, ns, c.CONFIG_CONFIGMAP, {"config.yaml": config})
         ca = await self._ca_bundle(ctx)
         if ca:
