@@ -156,6 +156,14 @@ class _PodWatch:
             self.changes.append(("deleted", pod))
 
 
+# The storage kinds a workload's ``volume_objects`` holds.
+VOLUME_PLURALS = {
+    "PersistentVolume": "persistentvolumes",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "CSINode": "csinodes",
+}
+
+
 async def _create_all(create: Callable[[Obj], Awaitable[Any]], objects: list[Obj]) -> None:
     limit = asyncio.Semaphore(CREATE_CONCURRENCY)
 
@@ -307,6 +315,15 @@ async def drive(
         nodes = objects.nodes(annotate)
         progress("creating nodes", 0, len(nodes))
         await _create_all(lambda n: client.create("v1", "nodes", n), nodes)
+        volumes = workload.volume_objects()
+        if volumes:
+            progress("creating volumes", 0, len(volumes))
+            await _create_all(
+                lambda o: client.create(
+                    o["apiVersion"], VOLUME_PLURALS[o["kind"]], o, namespace=o["metadata"].get("namespace")
+                ),
+                volumes,
+            )
         watch.informer.start()
         await watch.informer.has_synced(START_TIMEOUT)
         if workload.startup:

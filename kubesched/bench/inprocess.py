@@ -31,6 +31,7 @@ from kubesched.bench.profiles import WorkloadSkipped, inprocess_config
 from kubesched.bench.workloads import CHURN_INTERVAL, Workload, load_annotations
 from kubesched.client.rest import ApiError
 from kubesched.scheduler.framework.catalogue import Catalogue
+from kubesched.scheduler.volumes.listers import static_stores
 
 Obj = dict[str, Any]
 Progress = Callable[[str, int, int], None]
@@ -332,6 +333,9 @@ async def _run(
         for ns in workload.namespaces
     ]
     sched.informers["namespaces"] = _StaticInformer(namespaces)  # type: ignore[assignment]
+    if workload.volumes:
+        # What the volume informers would hold: the PVs, PVCs and CSINodes of the workload.
+        sched.volume_stores.update(static_stores(workload.volume_objects()))
 
     annotate = load_annotations(time.time()) if workload.load_annotations else None
     nodes = workload.node_objects(annotate)

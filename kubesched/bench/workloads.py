@@ -178,6 +178,72 @@ PodFactory = Callable[[str, str], Obj]
 NodeLabels = Callable[[int], dict[str, str]]
 
 
+# SchedulingWithPVCs: every pod mounts its own claim, bound to a CSI volume (scheduler_perf's SchedulingCSIPVs).
+CSI_DRIVER = "ebs.csi.aws.com"
+CSI_VOLUME_LIMIT = 39
+
+
+def claim_name(pod_name: str) -> str:
+    return f"pvc-{pod_name}"
+
+
+def pvc_pod(name: str, namespace: str) -> Obj:
+    """A default pod with one claim of its own (``pvc-<pod>``), as upstream's ``pod-with-pvc`` template."""
+    pod = make_pod(name, namespace)
+    pod["spec"]["volumes"] = [{"name": "vol", "persistentVolumeClaim": {"claimName": claim_name(name)}}]
+    return pod
+
+
+def bound_volume(pod_name: str, namespace: str) -> list[Obj]:
+    """The PV and the PVC of one pod, bound to each other as the PV controller leaves them."""
+    claim, volume = claim_name(pod_name), f"pv-{namespace}-{pod_name}"
+    pv: Obj = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": volume, "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "csi": {"driver": CSI_DRIVER, "volumeHandle": volume},
+            "claimRef": {"kind": "PersistentVolumeClaim", "namespace": namespace, "name": claim},
+        },
+        "status": {"phase": "Bound"},
+    }
+    pvc: Obj = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": claim,
+            "namespace": namespace,
+            "annotations": {
+                "pv.kubernetes.io/bind-completed": "yes",
+                "pv.kubernetes.io/bound-by-controller": "yes",
+            },
+        },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+            "storageClassName": "",
+            "volumeName": volume,
+        },
+        "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}},
+    }
+    return [pv, pvc]
+
+
+def csi_node(index: int) -> Obj:
+    name = node_name(index)
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {
+            "drivers": [{"name": CSI_DRIVER, "nodeID": name, "allocatable": {"count": CSI_VOLUME_LIMIT}}]
+        },
+    }
+
+
 def _no_labels(index: int) -> dict[str, str]:
     return {}
 
@@ -218,6 +284,8 @@ class Workload:
     # Start-up: the initial pods are created already bound (spread round robin), the scheduler process is
     # started once everything exists, and the time from its start to its first binding is what is measured.
     startup: bool = False
+    # Every pod has a claim of its own: ``volume_objects`` are the PVs, PVCs and CSINodes to create first.
+    volumes: bool = False
 
     def sized(
         self,
@@ -271,6 +339,17 @@ class Workload:
 
     def churn_pod(self, index: int) -> Obj:
         return unschedulable_pod(f"unschedulable-{index:06d}", DEFAULT_NAMESPACE)
+
+    def volume_objects(self) -> list[Obj]:
+        """PVs and PVCs of every initial and measured pod, and a CSINode per node (none without ``volumes``)."""
+        if not self.volumes:
+            return []
+        out = [csi_node(i) for i in range(self.nodes)]
+        for i in range(self.init_pods):
+            out.extend(bound_volume(f"init-{i:06d}", self.init_namespace))
+        for i in range(self.measured_pods):
+            out.extend(bound_volume(f"pod-{i:06d}", self.measured_namespace))
+        return out
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -355,6 +434,17 @@ WORKLOADS: dict[str, Workload] = {
             "end to end: 50,000 pods already bound; time from the scheduler's process start to its first "
             "binding (informer sync through WatchList), and its peak RSS",
             startup=True,
+        ),
+        Workload(
+            "SchedulingWithPVCs",
+            5000,
+            1000,
+            1000,
+            "every pod mounts its own claim, bound to a CSI volume; CSINode limit 39 (scheduler_perf's "
+            "SchedulingCSIPVs)",
+            init_pod=pvc_pod,
+            measured_pod=pvc_pod,
+            volumes=True,
         ),
         Workload(
             "LoadAware",

@@ -41,7 +41,7 @@ from kubesched.scheduler.queue import (
     SchedulingQueue,
 )
 from kubesched.scheduler.volumes.informers import VOLUME_PLUGINS, volume_informers
-from kubesched.scheduler.volumes.listers import StoreVolumes
+from kubesched.scheduler.volumes.listers import Store, StoreVolumes
 
 log = logging.getLogger("kubesched.scheduler")
 
@@ -115,7 +115,8 @@ class Scheduler:
         self.on_scheduled = on_scheduled
         self.decisions: DecisionLog | None = DecisionLog() if explain else None
         self.informers: dict[str, Informer] = {}
-        self._volume_stores: dict[str, Informer] = {}  # filled by start_informers when volume plugins run
+        # The storage informers (or static stores, in-process benchmarks), filled when volume plugins run.
+        self.volume_stores: dict[str, Store] = {}
         workloads = InformerWorkloads(self.informers)
         self._bind_tasks: set[asyncio.Task[None]] = set()
         # PodScheduled=False status writes in flight, by pod uid; a binding waits for its pod's write to land.
@@ -141,7 +142,7 @@ class Scheduler:
             workloads=workloads,
             pdbs=workloads,
             dra=DraObjects(),
-            volumes=StoreVolumes(self._volume_stores),
+            volumes=StoreVolumes(self.volume_stores),
         )
         self.dra = handle.dra
         for profile in config.profiles:
@@ -228,7 +229,7 @@ class Scheduler:
             name in fw.plugins for fw in self.frameworks.values() for name in VOLUME_PLUGINS
         ):
             move = self.queue.move_all_to_active_or_backoff
-            self.informers.update(volume_informers(c, volumes, self._volume_stores, move))
+            self.informers.update(volume_informers(c, volumes, self.volume_stores, move))
         for inf in self.informers.values():
             inf.start()
 

@@ -171,6 +171,12 @@ STORAGE_KINDS: dict[str, str] = {
 
 def static_volumes(objects: Iterable[Obj]) -> StoreVolumes:
     """A ``StoreVolumes`` over a list of objects of any of the storage kinds (by ``kind``)."""
+    return StoreVolumes(static_stores(objects))
+
+
+def static_stores(objects: Iterable[Obj]) -> dict[str, ObjectStore]:
+    """One ``ObjectStore`` per storage plural, filled from objects of any of the storage kinds (by ``kind``);
+    claims and capacities without a namespace go to ``default``."""
     stores: dict[str, ObjectStore] = {p: ObjectStore() for p in PLURALS}
     for obj in objects:
         plural = STORAGE_KINDS.get(str(obj.get("kind") or ""))
@@ -180,7 +186,7 @@ def static_volumes(objects: Iterable[Obj]) -> StoreVolumes:
         if plural in _NAMESPACED and not meta.get("namespace"):
             obj = {**obj, "metadata": {**meta, "namespace": "default"}}
         stores[plural].put(obj)
-    return StoreVolumes(stores)
+    return stores
 
 
 __all__ = [
