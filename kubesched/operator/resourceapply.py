@@ -8,15 +8,14 @@ in place costs one GET per object and writes nothing.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
-import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
 from kubesched.client.rest import ApiClient, ApiError
 from kubesched.operator import contract as c
+from kubesched.operator import status as operator_status
 
 Obj = dict[str, Any]
 
@@ -227,52 +226,10 @@ async def apply_role_binding(
 # -- sub-conditions on KubeScheduler/cluster ----------------------------------------------------------------------
 
 
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def get_kubescheduler(client: ApiClient) -> Obj | None:
-    return await get_or_none(client, c.KUBESCHEDULER_API_VERSION, c.KUBESCHEDULER_PLURAL, c.SINGLETON_NAME)
-
-
 async def set_condition(
-    client: ApiClient, type_: str, status: str, reason: str = "", message: str = "", *, attempts: int = 5
+    client: ApiClient, type_: str, status: str, reason: str = "", message: str = ""
 ) -> None:
-    """Set one condition on ``KubeScheduler/cluster`` by type (its lastTransitionTime moves only when the status
-    does), through the status subresource with optimistic concurrency. Nothing is written when it is unchanged;
-    nothing happens when the object does not exist."""
-    for attempt in range(attempts):
-        ks = await get_kubescheduler(client)
-        if ks is None:
-            return
-        conditions = [dict(x) for x in (ks.get("status") or {}).get("conditions") or []]
-        prev = next((x for x in conditions if x.get("type") == type_), None)
-        new: Obj = {"type": type_, "status": status, "reason": reason, "message": message}
-        if prev is not None and all(prev.get(k) == new[k] for k in ("status", "reason", "message")):
-            return
-        kept = prev.get("lastTransitionTime") if prev is not None and prev.get("status") == status else None
-        new["lastTransitionTime"] = kept or now_rfc3339()
-        if prev is None:
-            conditions.append(new)
-        else:
-            conditions[conditions.index(prev)] = new
-        ks["status"] = {**(ks.get("status") or {}), "conditions": conditions}
-        try:
-            await client.replace(
-                c.KUBESCHEDULER_API_VERSION,
-                c.KUBESCHEDULER_PLURAL,
-                c.SINGLETON_NAME,
-                ks,
-                subresource="status",
-            )
-            return
-        except ApiError as e:
-            if not e.is_conflict() or attempt == attempts - 1:
-                raise
-            await asyncio.sleep(0.05 * (attempt + 1))
-
-
-def find_condition(ks: Obj | None, type_: str) -> Obj | None:
-    return next(
-        (x for x in ((ks or {}).get("status") or {}).get("conditions") or [] if x.get("type") == type_), None
-    )
+    """Set one condition on ``KubeScheduler/cluster`` by type with the status helpers every controller shares
+    (its lastTransitionTime moves only when the status does; nothing is written when nothing changed; nothing
+    happens when the object does not exist)."""
+    await operator_status.set_conditions(client, operator_status.condition(type_, status, reason, message))
