@@ -6,7 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from kubesched.apimachinery.labels import LabelSelector, Requirement
 from kubesched.catalogue import full_catalogue
 from kubesched.client.rest import ApiClient
 from kubesched.operator import contract as c
@@ -216,3 +219,25 @@ async def test_unknown_profile_degrades_and_keeps_the_last_observed_config(
 
 async def test_sync_without_kubescheduler_does_nothing(op_ctx: c.OperatorContext) -> None:
     await ConfigObserver().sync(op_ctx)
+
+
+KEYS = st.sampled_from(["a", "b", "zone"])
+VALS = st.sampled_from(["x", "y", "1"])
+TERMS = st.one_of(
+    st.builds(lambda k, v: f"{k}={v}", KEYS, VALS),
+    st.builds(lambda k, v: f"{k}=={v}", KEYS, VALS),
+    st.builds(lambda k, v: f"{k}!={v}", KEYS, VALS),
+    st.builds(lambda k, vs: f"{k} in ({','.join(vs)})", KEYS, st.lists(VALS, min_size=1, max_size=3)),
+    st.builds(lambda k, vs: f"{k} notin ({','.join(vs)})", KEYS, st.lists(VALS, min_size=1, max_size=3)),
+    KEYS,
+    st.builds(lambda k: f"!{k}", KEYS),
+)
+
+
+@given(st.lists(TERMS, min_size=1, max_size=4), st.dictionaries(KEYS, VALS, max_size=3))
+def test_added_affinity_selects_what_the_selector_selects(terms: list[str], labels: dict[str, str]) -> None:
+    selector = ",".join(terms)
+    added = node_selector_affinity(selector)
+    (term,) = added["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    by_affinity = all(Requirement.from_node_selector(e).matches(labels) for e in term["matchExpressions"])
+    assert by_affinity == LabelSelector.parse(selector).matches(labels)
