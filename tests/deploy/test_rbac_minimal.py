@@ -3,7 +3,8 @@
 How: the API server of the local cluster has no audit log to record what the scheduler requests, so the test
 replays the scheduler's requests instead. ``scheduler_requests()`` lists them, each with the code that makes
 it: the informers of ``Scheduler.start_informers`` (list+watch of pods, nodes, namespaces, services,
-replicationcontrollers, replicasets, statefulsets, poddisruptionbudgets), the pod GET before a status write,
+replicationcontrollers, replicasets, statefulsets, poddisruptionbudgets, and the storage kinds the volume
+plugins read), VolumeBinding's PUT of PVs and claims, the pod GET before a status write,
 preemption's DELETE, DefaultBinder's ``pods/binding``, the ``pods/status`` PATCH, the ``events.k8s.io``
 recorder (POST, PATCH of a series), leader election on the configured Lease (GET, POST, PUT), and for a
 profile with ``Dynamic`` the LIST of core ``Scheduled`` events. The overlay's RBAC objects are applied to a
@@ -78,6 +79,13 @@ INFORMERS = (
     ("apps", "replicasets"),
     ("apps", "statefulsets"),
     ("policy", "poddisruptionbudgets"),
+    # scheduler/volumes/informers.py, when a volume plugin is enabled (the default profile)
+    ("", "persistentvolumes"),
+    ("", "persistentvolumeclaims"),
+    ("storage.k8s.io", "storageclasses"),
+    ("storage.k8s.io", "csinodes"),
+    ("storage.k8s.io", "csidrivers"),
+    ("storage.k8s.io", "csistoragecapacities"),
 )
 POD_NS = "team-a"  # any namespace a pod lives in
 
@@ -103,6 +111,10 @@ def scheduler_requests(config: Obj) -> list[Request]:
             "create", "events.k8s.io", "events", namespace=POD_NS, why="event recorder (client/events.py)"
         ),
         Request("patch", "events.k8s.io", "events", namespace=POD_NS, name="web.1", why="event series"),
+        Request("update", "", "persistentvolumes", name="pv-1", why="VolumeBinding PreBind: claimRef"),
+        Request(
+            "update", "", "persistentvolumeclaims", namespace=POD_NS, name="data", why="VolumeBinding PreBind"
+        ),
         Request(
             "get", "coordination.k8s.io", "leases", namespace=lease_ns, name=lease, why="leader election"
         ),
