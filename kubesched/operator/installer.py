@@ -117,6 +117,33 @@ def termination_errors(pod: Obj) -> list[str]:
     return out or ["installer pod failed"]
 
 
+def operand_failure(mirror: Obj, restart_limit: int) -> list[str]:
+    """Why a static pod counts as failed (restarted ``restart_limit`` times, not Ready), else []."""
+    if pod_ready(mirror):
+        return []
+    out: list[str] = []
+    for cs in (mirror.get("status") or {}).get("containerStatuses") or []:
+        if int(cs.get("restartCount") or 0) < restart_limit:
+            continue
+        term = (
+            (cs.get("lastState") or {}).get("terminated") or (cs.get("state") or {}).get("terminated") or {}
+        )
+        msg = str(term.get("message") or "").strip().splitlines()
+        what = msg[-1] if msg else f"exit code {term.get('exitCode')}"
+        out.append(f"{cs.get('name')}: restarted {cs.get('restartCount')} times; last: {what}")
+    if (mirror.get("status") or {}).get("phase") == "Failed" and not out:
+        out.append("static pod failed")
+    return out
+
+
+def operand_failed_on(ns: Obj, revision: int) -> bool:
+    return (
+        int(ns.get("lastFailedRevision") or 0) == revision
+        and ns.get("lastFailedReason") == "OperandFailed"
+        and int(ns.get("currentRevision") or 0) < revision
+    )
+
+
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -149,6 +176,8 @@ class InstallerController:
     backoff_base: float = BACKOFF_BASE
     backoff_max: float = BACKOFF_MAX
     log_verbosity: int = 2
+    # A new static pod restarted this many times without becoming Ready is a failed revision (OperandFailed).
+    operand_restart_limit: int = 3
     # Set by sync when it is waiting for time to pass (a back-off): the runtime syncs again after that long.
     requeue_after: float | None = field(default=None, init=False)
 
@@ -320,9 +349,31 @@ class InstallerController:
             )
             await self._record_revision_status(ctx, target, "Succeeded", "")
             return
+        if phase == "Succeeded" and pod_revision(mirror) == target and mirror is not None:
+            crash = operand_failure(mirror, self.operand_restart_limit)
+            if crash:
+                # The new static pod crash-loops: upstream's OperandFailed. Reinstalling would not help; the node
+                # waits for a newer revision, and no other node is given this one.
+                working["lastFailedRevision"] = target
+                working["lastFailedTime"] = now_rfc3339(self.clock)
+                working["lastFailedCount"] = int(working.get("lastFailedCount") or 0) + 1
+                working["lastFailedReason"] = "OperandFailed"
+                working["lastFailedRevisionErrors"] = crash
+                working.pop("targetRevision", None)
+                events.append(
+                    (
+                        "Warning",
+                        "OperandFailed",
+                        f"the static pod of revision {target} on node {node} keeps failing: {'; '.join(crash)}",
+                    )
+                )
+                await self._record_revision_status(ctx, target, "Failed", "; ".join(crash))
+                return
         # Installer still running, or the new static pod not ready yet: wait for the next change.
 
     def _next_node(self, statuses: list[Obj], latest: int, pods: dict[str, Obj]) -> Obj | None:
+        if any(operand_failed_on(ns, latest) for ns in statuses):
+            return None  # the latest revision broke its static pod somewhere: roll it out nowhere else
         behind = [ns for ns in statuses if int(ns.get("currentRevision") or 0) < latest]
         if behind:
             return min(behind, key=lambda ns: (int(ns.get("currentRevision") or 0), ns["nodeName"]))
@@ -562,9 +613,11 @@ class InstallerController:
         failing = [
             ns
             for ns in statuses
-            if int(ns.get("lastFailedRevision") or 0)
-            and int(ns.get("lastFailedRevision") or 0) == int(ns.get("targetRevision") or 0)
-            and int(ns.get("lastFailedRevision") or 0) > int(ns.get("currentRevision") or 0)
+            if int(ns.get("lastFailedRevision") or 0) > int(ns.get("currentRevision") or 0)
+            and (
+                int(ns.get("lastFailedRevision") or 0) == int(ns.get("targetRevision") or 0)
+                or operand_failed_on(ns, latest)
+            )
         ]
         if failing:
             revs = sorted({int(ns["lastFailedRevision"]) for ns in failing})
@@ -575,9 +628,12 @@ class InstallerController:
             ]
             for ns in failing:
                 lines += [f"{ns['nodeName']}: {e}" for e in ns.get("lastFailedRevisionErrors") or []]
-            out.append(
-                condition("NodeInstallerDegraded", "True", "InstallerPodFailed", "\n".join(lines), self.clock)
+            reason = (
+                "OperandFailed"
+                if all(ns.get("lastFailedReason") == "OperandFailed" for ns in failing)
+                else ("InstallerPodFailed")
             )
+            out.append(condition("NodeInstallerDegraded", "True", reason, "\n".join(lines), self.clock))
         else:
             out.append(condition("NodeInstallerDegraded", "False", "AsExpected", "", self.clock))
         return out

@@ -281,3 +281,58 @@ async def test_not_managed(two_nodes: c.OperatorContext, kit: Any, state: str) -
     assert "--remove" in args and "--pod-manifest-dir=/etc/kubernetes/manifests" in args
     await InstallerController().sync(ctx)
     assert await pod_names(client, "remover-") == removers  # not repeated
+
+
+async def crash_static_pod(client: Any, node: str, revision: int, restarts: int) -> None:
+    """The node's kubelet restarting a static pod that keeps exiting."""
+    await run_static_pod(client, node, revision, ready=False)
+    name = f"kube-scheduler-{node}"
+    pod = await client.get("v1", "pods", name, namespace=NS)
+    pod["status"]["containerStatuses"] = [
+        {
+            "name": "kube-scheduler",
+            "ready": False,
+            "restartCount": restarts,
+            "image": "kubesched",
+            "imageID": "",
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"exitCode": 1, "message": "bad flag --nope"}},
+        }
+    ]
+    await client.replace("v1", "pods", name, pod, namespace=NS, subresource="status")
+
+
+async def test_operand_failure_stops_the_rollout(two_nodes: c.OperatorContext, kit: Any) -> None:
+    ctx, client = two_nodes, two_nodes.client
+    ic = InstallerController()
+    rc = RevisionController()
+    await rc.sync(ctx)
+    for node in ("cp-a", "cp-b"):  # both at revision 1
+        await ic.sync(ctx)
+        await set_phase(client, f"installer-1-{node}", "Succeeded")
+        await run_static_pod(client, node, 1)
+        await ic.sync(ctx)
+    await kit.put_input(client, c.CONFIG_CONFIGMAP, {"config.yaml": "crashes"})
+    await rc.sync(ctx)
+    await ic.sync(ctx)
+    await set_phase(client, "installer-2-cp-a", "Succeeded")
+    await crash_static_pod(client, "cp-a", 2, restarts=1)
+    await ic.sync(ctx)
+    assert (await node_statuses(kit, client))["cp-a"]["targetRevision"] == 2  # not yet a failure
+    await crash_static_pod(client, "cp-a", 2, restarts=3)
+    await ic.sync(ctx)
+    a = (await node_statuses(kit, client))["cp-a"]
+    assert a["lastFailedReason"] == "OperandFailed" and a["lastFailedRevision"] == 2
+    assert a["lastFailedRevisionErrors"] == ["kube-scheduler: restarted 3 times; last: bad flag --nope"]
+    assert not a.get("targetRevision")
+    degraded = await cond(kit, client, "NodeInstallerDegraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "OperandFailed")
+    for _ in range(3):  # cp-b keeps revision 1: the bad revision goes nowhere else
+        await ic.sync(ctx)
+    assert "installer-2-cp-b" not in await pod_names(client)
+    assert (await node_statuses(kit, client))["cp-b"]["currentRevision"] == 1
+    # A fixed configuration: revision 3 goes to cp-a first, then on.
+    await kit.put_input(client, c.CONFIG_CONFIGMAP, {"config.yaml": "fixed"})
+    await rc.sync(ctx)
+    await ic.sync(ctx)
+    assert "installer-3-cp-a" in await pod_names(client)
