@@ -59,7 +59,7 @@ from kubesched.cluster.storage.interface import (
     object_key,
     with_rv,
 )
-from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE, Event, MemoryStorage
+from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE, Event, MemoryStorage, paused_gc
 
 log = logging.getLogger("kubesched.cluster.etcd")
 
@@ -208,21 +208,14 @@ class EtcdStorage(MemoryStorage):
         for sk in storage_keys:
             self._resource_of(sk)
         try:
-            kvs, revision = self._client.range_prefix(self._prefix_b)
+            with paused_gc():
+                kvs, revision = self._client.range_prefix(self._prefix_b)
         except (EtcdUnavailable, EtcdError) as e:
             self._client.close()
             raise EtcdUnavailable(str(e)) from e
         super().__init__(history_size, start_revision=revision)
         self._loaded = revision
-        self.recovered = 0
-        for kv in kvs:
-            parsed = self._parse_key(_unb64(kv["key"]))
-            if parsed is None:
-                continue
-            sk, key = parsed
-            rv = int(kv["mod_revision"])
-            self.collection(sk).put(Stored(with_rv(orjson.loads(_unb64(kv["value"])), rv), rv, key))
-            self.recovered += 1
+        self.recovered = self._load(kvs)
         # What the watch thread has received and not yet applied, and the newest revision it has seen.
         self._inbox: deque[tuple[int, str, Key, bytes | None]] = deque()
         self._seen = revision
@@ -256,6 +249,20 @@ class EtcdStorage(MemoryStorage):
             if local is not None:
                 local.stop()
             raise
+
+    def _load(self, kvs: builtins.list[dict[str, Any]]) -> int:
+        """Put what a range read into the cache; how many objects."""
+        n = 0
+        with paused_gc():
+            for kv in kvs:
+                parsed = self._parse_key(_unb64(kv["key"]))
+                if parsed is None:
+                    continue
+                rv = int(kv["mod_revision"])
+                obj = with_rv(orjson.loads(_unb64(kv["value"])), rv)
+                self.collection(parsed[0]).put(Stored(obj, rv, parsed[1]))
+                n += 1
+        return n
 
     # -- keys ---------------------------------------------------------------------------------------------------
 
@@ -480,12 +487,7 @@ class EtcdStorage(MemoryStorage):
             col.compacted = revision
         self.floor = revision
         self._loaded = revision
-        for kv in kvs:
-            parsed = self._parse_key(_unb64(kv["key"]))
-            if parsed is not None:
-                rv = int(kv["mod_revision"])
-                obj = orjson.loads(_unb64(kv["value"]))
-                self.collection(parsed[0]).put(Stored(with_rv(obj, rv), rv, parsed[1]))
+        self._load(kvs)
         self.revision = max(self.revision, revision)
         with self._cond:
             self._inbox.clear()

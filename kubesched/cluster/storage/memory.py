@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
+import gc
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -219,6 +221,21 @@ class Collection:
             newer.append(ev)
         newer.reverse()
         return iter(newer)
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside, and what was allocated inside is left out of later passes
+    (``gc.freeze``): for loading stored objects, many long-lived containers and no garbage. JSON objects hold
+    no cycles, so reference counting still frees them once they are replaced."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def clock_revision() -> int:
