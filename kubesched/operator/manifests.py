@@ -173,6 +173,8 @@ def bootstrap_scheduler_pod(
                     "args": [
                         f"--config=/etc/kubernetes/config/{config_file_name}",
                         "--kubeconfig=/etc/kubernetes/secrets/kubeconfig",
+                        "--authentication-kubeconfig=/etc/kubernetes/secrets/kubeconfig",
+                        "--authorization-kubeconfig=/etc/kubernetes/secrets/kubeconfig",
                         "--bind-address=$(HOST_IP)",
                         f"--secure-port={secure_port}",
                         "-v=2",

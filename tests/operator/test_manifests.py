@@ -99,10 +99,11 @@ def install_revision(node_root: Path, namespace_objects: dict[str, Obj], revisio
     return resource_dir
 
 
-async def grant_missing_dra_read(client: ApiClient) -> None:
+async def grant_missing_dra_read(client: ApiClient, subject: Obj | None = None) -> None:
     """The scheduler's DRA informers list ResourceClaimTemplates, which the local cluster's bootstrap
     ``system:kube-scheduler`` ClusterRole does not grant (so a scheduler running as that role never syncs its
-    caches and never campaigns). Until the policy or the informer changes, this test grants that one read."""
+    caches and never campaigns). Until the policy or the informer changes, these tests grant that one read to
+    ``subject`` (default: the operand's ServiceAccount)."""
     rbac = "rbac.authorization.k8s.io/v1"
     name = "test:kube-scheduler:resourceclaimtemplates"
     rule = {
@@ -111,11 +112,16 @@ async def grant_missing_dra_read(client: ApiClient) -> None:
         "verbs": ["get", "list", "watch"],
     }
     await client.create(rbac, "clusterroles", {"metadata": {"name": name}, "rules": [rule]})
-    subject = {"kind": "ServiceAccount", "name": "kube-scheduler", "namespace": c.OPERAND_NAMESPACE}
+    subject = subject or {
+        "kind": "ServiceAccount",
+        "name": "kube-scheduler",
+        "namespace": c.OPERAND_NAMESPACE,
+    }
+    if subject["kind"] == "User":
+        subject = {**subject, "apiGroup": "rbac.authorization.k8s.io"}
     ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
-    await client.create(
-        rbac, "clusterrolebindings", {"metadata": {"name": name}, "roleRef": ref, "subjects": [subject]}
-    )
+    body = {"metadata": {"name": name}, "roleRef": ref, "subjects": [subject]}
+    await client.create(rbac, "clusterrolebindings", body)
 
 
 @pytest.mark.slow

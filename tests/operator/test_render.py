@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 from clusterproc import find_kubectl
+from test_manifests import grant_missing_dra_read
 
+from kubesched.client.config import load_kubeconfig
+from kubesched.client.rest import ApiClient, ApiError
 from kubesched.cluster.local import ClusterOptions, LocalCluster
 from kubesched.operator import contract as c
 from kubesched.scheduler.config import load_config
@@ -136,3 +139,57 @@ async def test_kubectl_accepts_every_manifest(https_cluster: LocalCluster, tmp_p
     # Applying again changes nothing.
     for path in sorted(manifests.iterdir()):
         assert "unchanged" in await k("apply", "-f", str(path))
+
+
+@pytest.mark.slow
+async def test_bootstrap_scheduler_runs_on_a_control_plane_node(tmp_path: Path) -> None:
+    """The rendered bootstrap pod and config, laid out on a control-plane node as the installer's bootkube.sh does
+    (config into bootstrap-configs, the kubeconfig into bootstrap-secrets): the scheduler starts and takes the
+    Lease the operator-installed schedulers will contend for."""
+    assert render(tmp_path).returncode == 0
+    cluster = LocalCluster(
+        ClusterOptions(
+            port=0, nodes=1, control_plane_nodes=1, data_dir=tmp_path / "c", heartbeat_interval=3600.0
+        )
+    )
+    await cluster.start()
+    try:
+        node = cluster.control_plane[0]
+        etc = node.root / "etc" / "kubernetes"
+        (etc / "bootstrap-configs").mkdir(parents=True, exist_ok=True)
+        (etc / "bootstrap-secrets").mkdir(parents=True, exist_ok=True)
+        (etc / "bootstrap-configs" / "kube-scheduler-config.yaml").write_text(
+            (tmp_path / "config.yaml").read_text()
+        )
+        # kubeadm's scheduler.conf (user system:kube-scheduler) stands in for the bootstrap kubeconfig.
+        (etc / "bootstrap-secrets" / "kubeconfig").write_text((etc / "scheduler.conf").read_text())
+        assert cluster.kubeconfig_path is not None
+        async with ApiClient(load_kubeconfig([str(cluster.kubeconfig_path)])) as client:
+            await client.create("v1", "namespaces", {"metadata": {"name": c.OPERAND_NAMESPACE}})
+            await grant_missing_dra_read(client, {"kind": "User", "name": "system:kube-scheduler"})
+            manifest = etc / "manifests" / "kube-scheduler-pod.yaml"
+            manifest.parent.mkdir(parents=True, exist_ok=True)
+            manifest.write_text(
+                (tmp_path / "out" / "bootstrap-manifests" / "kube-scheduler-pod.yaml").read_text()
+            )
+
+            async def holder() -> str:
+                try:
+                    lease = await client.get(
+                        "coordination.k8s.io/v1", "leases", "kube-scheduler", namespace=c.OPERAND_NAMESPACE
+                    )
+                except ApiError:
+                    return ""
+                return str(lease["spec"].get("holderIdentity") or "")
+
+            deadline = asyncio.get_running_loop().time() + 90
+            while not await holder():
+                assert asyncio.get_running_loop().time() < deadline, "the bootstrap scheduler took no Lease"
+                await asyncio.sleep(0.3)
+            mirror = await client.get(
+                "v1", "pods", f"bootstrap-kube-scheduler-{node.name}", namespace="kube-system"
+            )
+            assert mirror["spec"]["nodeName"] == node.name
+            manifest.unlink()
+    finally:
+        await cluster.stop()
