@@ -173,6 +173,13 @@ async def test_log_level_and_force_redeployment_change_the_pod_configmap(
     assert "-v=10" in yaml.safe_load(second["pod.yaml"])["spec"]["containers"][0]["args"]
     assert second["forceRedeploymentReason"] == "retry 1"
 
+    async def updated() -> list[Obj]:
+        items = (await client.list("events.k8s.io/v1", "events", namespace=c.OPERATOR_NAMESPACE))["items"]
+        return [e for e in items if e["reason"] == "ConfigMapUpdated" and c.POD_CONFIGMAP in e["note"]]
+
+    (event, *_) = await kit.eventually(updated, "a ConfigMapUpdated event for the pod configmap", timeout=20)
+    assert "data.forceRedeploymentReason" in event["note"] and "data.pod.yaml" in event["note"]
+
 
 async def test_unmanaged_changes_nothing(op_ctx: c.OperatorContext, kit: Any) -> None:
     client = op_ctx.client
