@@ -16,9 +16,17 @@ from kubesched.client.config import load_kubeconfig
 from kubesched.client.rest import ApiClient
 from kubesched.cluster.local import ClusterOptions, LocalCluster
 from kubesched.operator import contract as c
-from kubesched.operator.crds import CRD_FILES, crd_objects, ensure_crds, is_established
+from kubesched.operator.crds import CRD_FILES, crd_objects, differs, ensure_crds, is_established
 
 KUBECTL = find_kubectl()
+
+
+def test_differs_ignores_server_defaults() -> None:
+    (crd, *_) = crd_objects()
+    installed = {**crd, "spec": {**crd["spec"], "conversion": {"strategy": "None"}}}
+    installed["spec"]["names"] = {**crd["spec"]["names"], "extra": "x"}
+    assert not differs(installed, crd)
+    assert differs({**crd, "spec": {**crd["spec"], "scope": "Namespaced"}}, crd)
 
 
 def test_files_are_complete_crds() -> None:
@@ -75,7 +83,20 @@ async def test_ensure_crds_installs_once_and_objects_round_trip(https_cluster: L
     async with ApiClient(load_kubeconfig([str(https_cluster.kubeconfig_path)])) as client:
         created = await ensure_crds(client)
         assert sorted(created) == sorted(f.removesuffix(".yaml") for f in CRD_FILES)
-        assert await ensure_crds(client) == []  # already there: nothing created
+        assert await ensure_crds(client) == []  # already there: nothing created or updated
+        # An older release's schema (no LoadAware) is brought up to date.
+        name = "schedulers.config.openshift.io"
+        old = await client.get("apiextensions.k8s.io/v1", "customresourcedefinitions", name)
+        profile = old["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        profile["profile"]["enum"].remove("LoadAware")
+        await client.replace("apiextensions.k8s.io/v1", "customresourcedefinitions", name, old)
+        assert await ensure_crds(client) == [name]
+        new = await client.get("apiextensions.k8s.io/v1", "customresourcedefinitions", name)
+        spec_props = new["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+            "properties"
+        ]
+        assert "LoadAware" in spec_props["profile"]["enum"]
+        assert await ensure_crds(client) == []
         for name in created:
             crd = await client.get("apiextensions.k8s.io/v1", "customresourcedefinitions", name)
             assert is_established(crd)

@@ -1,5 +1,6 @@
 """The operator's CustomResourceDefinitions, shipped as YAML beside this module, and ``ensure_crds`` which
-installs the missing ones and waits until the API server serves them (condition ``Established``).
+installs the missing ones (and updates those an older release installed) and waits until the API server serves
+them (condition ``Established``).
 
 The same files install by hand: ``kubectl apply -f kubesched/operator/crds/`` (or ``kubesched render``'s
 ``manifests/`` output).
@@ -41,23 +42,49 @@ def is_established(crd: dict[str, Any]) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
+# What we own in a CRD's spec: an installed CRD that differs here (an older release's schema) is updated.
+OWNED_SPEC_FIELDS = ("group", "names", "scope", "versions")
+
+
+def differs(installed: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether an installed CRD lacks what ``wanted`` says (server-set defaults such as ``conversion`` and the
+    names' ``singular``/``listKind`` filled in by the server are not differences)."""
+    have, want = installed.get("spec") or {}, wanted.get("spec") or {}
+    for field in OWNED_SPEC_FIELDS:
+        if field == "names":
+            names = have.get("names") or {}
+            if any(names.get(k) != v for k, v in (want.get("names") or {}).items()):
+                return True
+        elif have.get(field) != want.get(field):
+            return True
+    return False
+
+
 async def ensure_crds(client: ApiClient, *, timeout: float = 60.0) -> list[str]:
-    """Create the CRDs the cluster lacks (existing ones are left as they are), then wait until every one is
-    Established. Returns the names created. Raises ``TimeoutError`` naming the CRDs still not established."""
-    created: list[str] = []
+    """Create the CRDs the cluster lacks and update those installed from an older schema, then wait until every
+    one is Established. Returns the names created or updated. Raises ``TimeoutError`` naming the CRDs still not
+    established."""
+    changed: list[str] = []
     names: list[str] = []
     for crd in crd_objects():
         name = crd["metadata"]["name"]
         names.append(name)
         try:
-            await client.get(CRD_API_VERSION, CRD_PLURAL, name)
-            continue
+            installed = await client.get(CRD_API_VERSION, CRD_PLURAL, name)
         except ApiError as e:
             if not e.is_not_found():
                 raise
+        else:
+            if differs(installed, crd):
+                body = {**installed, "spec": {**(installed.get("spec") or {}), **crd["spec"]}}
+                await client.replace(
+                    CRD_API_VERSION, CRD_PLURAL, name, body
+                )  # a conflict is retried by the caller
+                changed.append(name)
+            continue
         try:
             await client.create(CRD_API_VERSION, CRD_PLURAL, crd)
-            created.append(name)
+            changed.append(name)
         except ApiError as e:
             if not e.is_already_exists():  # another operator replica was faster
                 raise
@@ -80,7 +107,7 @@ async def ensure_crds(client: ApiClient, *, timeout: float = 60.0) -> list[str]:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"CustomResourceDefinitions not established after {timeout:g}s: {pending}")
             await asyncio.sleep(0.2)
-    return created
+    return changed
 
 
-__all__ = ["CRD_FILES", "crd_objects", "crd_texts", "ensure_crds", "is_established"]
+__all__ = ["CRD_FILES", "crd_objects", "crd_texts", "differs", "ensure_crds", "is_established"]
