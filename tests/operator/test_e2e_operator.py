@@ -17,9 +17,11 @@ One scenario, in the order a person would live it:
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +167,15 @@ def grant_dra_reads_if_missing(kubectl: Kubectl) -> None:
         kubectl("apply", "-f", "-", input=DRA_READER)
 
 
+def https_get(url: str, token: str | None) -> str:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # the operator's self-signed serving certificate, on loopback
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), context=ctx, timeout=5) as r:
+        return str(r.read().decode())
+
+
 def test_operator_end_to_end(cluster: ClusterProcess, tmp_path: Path) -> None:
     assert KUBECTL is not None
     kubectl = Kubectl(KUBECTL, cluster.kubeconfig, tmp_path / "kcache")
@@ -187,6 +198,29 @@ def test_operator_end_to_end(cluster: ClusterProcess, tmp_path: Path) -> None:
             "the ClusterOperator to settle",
         )
         assert (cols["AVAILABLE"], cols["PROGRESSING"], cols["DEGRADED"]) == ("True", "False", "False")
+        # The operator's metrics over HTTPS, read with a bearer token (TokenReview + SubjectAccessReview).
+        kubectl("create", "serviceaccount", "e2e-metrics", "-n", "default")
+        kubectl(
+            "create",
+            "clusterrolebinding",
+            "e2e-metrics",
+            "--clusterrole=cluster-admin",
+            "--serviceaccount=default:e2e-metrics",
+        )
+        token = kubectl("create", "token", "e2e-metrics", "-n", "default").stdout.strip()
+        url = next(
+            line.rsplit(" ", 1)[1]
+            for line in operator.output
+            if line.startswith("serving /metrics and /healthz")
+        )
+        metrics = wait_for(
+            lambda: (m := https_get(f"{url}/metrics", token)) and 'node="control-plane-0"} 1.0' in m and m,
+            30,
+            "the operator's metrics",
+        )
+        assert 'kubesched_operator_reconciles_total{controller="RevisionController"}' in metrics
+        assert "kubesched_operator_latest_available_revision 1.0" in metrics
+        assert https_get(f"{url}/healthz", None) == "ok"
         ks_yaml = kubectl("get", "kubescheduler", "cluster", "-o", "yaml").stdout
         assert "latestAvailableRevision: 1" in ks_yaml and "currentRevision: 1" in ks_yaml
         # The scheduler it started places a pod.
