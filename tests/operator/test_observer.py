@@ -3,6 +3,7 @@ LoadAware weight, and its sync against the in-process cluster (observedConfig, e
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -241,3 +242,63 @@ def test_added_affinity_selects_what_the_selector_selects(terms: list[str], labe
     (term,) = added["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     by_affinity = all(Requirement.from_node_selector(e).matches(labels) for e in term["matchExpressions"])
     assert by_affinity == LabelSelector.parse(selector).matches(labels)
+
+
+# --- the LoadAware weight in a real decision ------------------------------------------------------------------
+
+
+def sim_node(name: str, load: float) -> Obj:
+    from kubesched.loadaware.annotations import format_annotation
+
+    when = time.time() - 30
+    metrics = ("cpu_usage_avg_5m", "cpu_usage_max_avg_1h", "cpu_usage_max_avg_1d")
+    metrics += ("mem_usage_avg_5m", "mem_usage_max_avg_1h", "mem_usage_max_avg_1d")
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name},
+            "annotations": {m: format_annotation(load, when) for m in metrics},
+        },
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+    }
+
+
+def sim_pod(name: str, cpu: str, node: str | None = None) -> Obj:
+    spec: Obj = {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize(
+    ("profile", "dynamic_weight", "expected"),
+    [("LowNodeUtilization", None, "empty"), ("LoadAware", None, "quiet"), ("LoadAware", 3, "empty")],
+)
+async def test_load_aware_decides_against_the_resource_scores(
+    profile: str, dynamic_weight: int | None, expected: str
+) -> None:
+    # "empty" has no pods but runs hot (50% everywhere); "quiet" is 75% requested but 10 points cooler.
+    # The resource scores prefer "empty" (by 39 points); under LoadAware the 10-point load difference decides
+    # (1,000 points at weight 100). At crane's suggested weight 3 it is worth 30 and loses.
+    from kubesched.scheduler.simulate import simulate
+
+    catalogue = full_catalogue()
+    observed = observe({"spec": {"profile": profile}})
+    if dynamic_weight is not None:
+        observed["profiles"][0]["plugins"]["score"]["enabled"][0]["weight"] = dynamic_weight
+    config = load_config(to_json(merge_config(default_config(), observed)), catalogue=catalogue)
+    objects = [
+        sim_node("empty", 0.5),
+        sim_node("quiet", 0.4),
+        sim_pod("resident", "3", "quiet"),
+        sim_pod("new", "100m"),
+    ]
+    (placement,) = await simulate(config, objects, catalogue=catalogue)
+    assert placement.node == expected, placement.scores
