@@ -91,6 +91,8 @@ def _add_warnings(resp: web.StreamResponse, warnings: list[str]) -> None:
     """``Warning: 299 - "text"`` headers, as kube-apiserver sends them (kubectl prints ``Warning: text``)."""
     for text in dict.fromkeys(warnings):
         escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        # A field name may hold anything; a header may not hold control characters.
+        escaped = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in escaped)
         resp.headers.add("Warning", f'299 - "{escaped}"')
 
 
@@ -449,7 +451,7 @@ class ApiServer:
         q = request.query
         rtype = t.rtype
         pred = self.api.predicate(rtype, q.get("labelSelector"), q.get("fieldSelector"))
-        limit = _int_param(q, "limit") or 0
+        limit = max(_int_param(q, "limit") or 0, 0)  # a negative limit means none, as in the storage layer
         rv_param = q.get("resourceVersion")
         rv_match = q.get("resourceVersionMatch")
         cont = q.get("continue")
