@@ -80,11 +80,42 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_unavailable", None):
         print(f"kubesched {args.command}: not available in this build ({args._unavailable})", file=sys.stderr)
         return 2
-    if args.command in WITH_CATALOGUE:
-        from kubesched.catalogue import full_catalogue
+    try:
+        if args.command in WITH_CATALOGUE:
+            from kubesched.catalogue import full_catalogue
 
-        return int(args._run(args, full_catalogue()) or 0)
-    return int(args._run(args) or 0)
+            return int(args._run(args, full_catalogue()) or 0)
+        return int(args._run(args) or 0)
+    except Exception as e:
+        # The last line of defence for bad input: the project's own typed errors that a command did not turn
+        # into its message are one line, not a traceback. Anything else is a bug and keeps its traceback.
+        if not _is_input_error(e):
+            raise
+        from kubesched.client.config import one_line
+
+        print(f"kubesched {args.command}: {one_line(e)}", file=sys.stderr)
+        return 1
+
+
+# (module, class): errors that describe bad input (configuration, kubeconfig, policy, quantity, selector, an
+# object the API refused). Looked up only in modules already imported, so nothing is loaded for the check.
+INPUT_ERRORS = (
+    ("kubesched.client.config", "ConfigError"),
+    ("kubesched.scheduler.config.errors", "ConfigError"),
+    ("kubesched.loadaware.policy", "PolicyError"),
+    ("kubesched.serving.options", "AuthSetupError"),
+    ("kubesched.apimachinery.quantity", "QuantityError"),
+    ("kubesched.apimachinery.labels", "SelectorError"),
+    ("kubesched.cluster.errors", "ApiError"),
+)
+
+
+def _is_input_error(e: BaseException) -> bool:
+    for module, name in INPUT_ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and isinstance(e, cls):
+            return True
+    return False
 
 
 if __name__ == "__main__":
