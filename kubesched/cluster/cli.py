@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import sys
 import time
 from pathlib import Path
 
+from kubesched.apimachinery.quantity import parse_quantity
 from kubesched.cluster.controllers import KNOWN_CONTROLLERS, parse_controllers
 from kubesched.cluster.kubelet import NodeShape
 from kubesched.cluster.local import STORAGE_CHOICES, ClusterOptions, LocalCluster, run_forever
@@ -153,6 +155,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
 
 
+def _check_flags(args: argparse.Namespace) -> str:
+    """What is wrong with the flags, before anything is opened or written ("" when nothing is)."""
+    if not 0 <= args.port <= 65535:
+        return f"--port must be in 0..65535, not {args.port}"
+    for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
+        try:
+            parse_quantity(value)
+        except (ValueError, TypeError):
+            return f"{flag}: {value!r} is not a quantity (e.g. 32, 500m, 256Gi)"
+    if args.insecure_http and not _is_loopback(args.bind_address):
+        return (
+            "--insecure-http serves without TLS or authentication and only on a loopback address "
+            f"(127.0.0.1, ::1, localhost), not {args.bind_address!r}"
+        )
+    return ""
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     if args.cluster_command != "up":
         print("usage: kubesched cluster up [flags]  (see kubesched cluster up --help)", file=sys.stderr)
@@ -161,6 +189,10 @@ def run(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbosity >= 4 else logging.INFO if args.verbosity else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    problem = _check_flags(args)
+    if problem:
+        print(f"kubesched cluster up: {problem}", file=sys.stderr)
+        return 2
     if args.nodes < 0:
         print("kubesched cluster up: --nodes must be >= 0", file=sys.stderr)
         return 2
