@@ -148,6 +148,12 @@ async def amain(args: argparse.Namespace) -> int:
         print(f"kubesched operator: {e}", file=sys.stderr)
         return 1
     async with ApiClient(config) as client:
+        if args.leader_elect:
+            try:
+                leader_elector(args, client, "check", None)
+            except ValueError as e:
+                print(f"kubesched operator: leader election: {e}", file=sys.stderr)
+                return 1
         try:
             from kubesched.operator.crds import ensure_crds
 
@@ -226,7 +232,24 @@ async def _lead(
         print(f"became leader {identity}; running controllers: {controllers}", flush=True)
         return runtime.run()
 
-    elector = LeaderElector(
+    try:
+        elector = leader_elector(args, client, identity, started)
+    except ValueError as e:
+        print(f"kubesched operator: leader election: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"attempting to acquire leader lease {args.operator_namespace}/{c.LEASE_NAME} as {identity}",
+        flush=True,
+    )
+    await elector.run()
+    metrics.leader.set(0)
+    print("leader election lost", file=sys.stderr, flush=True)
+    return 1
+
+
+def leader_elector(args: argparse.Namespace, client: ApiClient, identity: str, started: Any) -> LeaderElector:
+    """The operator's candidate for its Lease (ValueError for inconsistent durations)."""
+    return LeaderElector(
         client,
         namespace=args.operator_namespace,
         name=c.LEASE_NAME,
@@ -238,14 +261,6 @@ async def _lead(
         on_started_leading=started,
         on_new_leader=lambda who: print(f"leader is {who}", flush=True),
     )
-    print(
-        f"attempting to acquire leader lease {args.operator_namespace}/{c.LEASE_NAME} as {identity}",
-        flush=True,
-    )
-    await elector.run()
-    metrics.leader.set(0)
-    print("leader election lost", file=sys.stderr, flush=True)
-    return 1
 
 
 def _app(metrics: OperatorMetrics) -> web.Application:

@@ -133,3 +133,26 @@ def test_operator_bad_input_is_one_line(tmp_path: Any, capsys: pytest.CaptureFix
     with pytest.raises(SystemExit):
         cli_main(["operator", "--resync-period", "soon"])
     assert "invalid duration" in capsys.readouterr().err
+
+
+def test_operator_bad_lease_durations_are_one_line(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = tmp_path / "kubeconfig"  # checked before any request: no server needed
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
+    )
+    code = cli_main(
+        [
+            "operator",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--leader-elect-lease-duration",
+            "5s",
+            "--leader-elect-renew-deadline",
+            "10s",
+        ]
+    )
+    assert code == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kubesched operator: leader election:") and "\n" not in err
