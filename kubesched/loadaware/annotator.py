@@ -34,6 +34,7 @@ from aiohttp import ClientError, web
 
 from kubesched.client.informer import Informer
 from kubesched.client.rest import ApiError
+from kubesched.serving import DelegatedAuth, SecureServing
 
 from .annotations import (
     HOT_VALUE_ACTIVE_PERIOD,
@@ -44,6 +45,8 @@ from .annotations import (
     parse_annotation,
 )
 from .hotvalue import HotValueStore
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from .metrics import AnnotatorMetrics
 from .policy import DynamicSchedulerPolicy
 from .poller import LoadQuerier, MetricSchedule, node_address, sleep_until
 
@@ -86,9 +89,13 @@ class Annotator:
         refresh_margin: float = DEFAULT_REFRESH_MARGIN,
         concurrency: int = DEFAULT_CONCURRENCY,
         clock: Callable[[], float] = time.time,
+        metrics: AnnotatorMetrics | None = None,
     ) -> None:
         self.client = client
         self.querier = querier
+        self.metrics = metrics
+        if metrics is not None and querier.on_non_finite is None:
+            querier.on_non_finite = metrics.non_finite_seen
         self.policy = policy
         self.zone = zone
         self.refresh_margin = refresh_margin
@@ -153,8 +160,12 @@ class Annotator:
                     raise result
                 log.warning("querying %s from Prometheus failed: %s", metric, result)
                 report.failed_metrics.add(metric)
+                if self.metrics is not None:
+                    self.metrics.query_failures.labels(metric).inc()
                 continue
             values[metric] = result
+            if self.metrics is not None:
+                self.metrics.last_success.labels(metric).set(self.clock())
             report.missing[metric] = len(addresses) - len(result)
             if report.missing[metric]:
                 log.info("%s: no series for %d of %d nodes", metric, report.missing[metric], len(addresses))
@@ -189,8 +200,12 @@ class Annotator:
                     return  # leadership is gone: no more writes
                 if await self._patch(name, updates):
                     report.patched += 1
+                    if self.metrics is not None:
+                        self.metrics.patches.labels("success").inc()
                 else:
                     report.failed_patches += 1
+                    if self.metrics is not None:
+                        self.metrics.patches.labels("error").inc()
 
         await asyncio.gather(*(one(n) for n in nodes))
         log.info(
@@ -221,6 +236,8 @@ class Annotator:
     def _metric_update(
         self, current: str | None, metric: str, value: float, now: float, next_sync: float
     ) -> str | None:
+        if not math.isfinite(value):
+            return None  # never written as load (the querier skips them already)
         written = f"{value:.5f}"
         seen = self._written(current)
         if seen is not None:
@@ -281,13 +298,46 @@ async def run_annotator(annotator: Annotator, elector: LeaderElector | None = No
 
 
 class HealthServer:
-    """``/healthz``: ok, unless we lead but have not renewed the lease for too long (crane: ping only)."""
+    """The annotator's endpoint: ``/healthz``, ``/livez``, ``/readyz`` (ok, unless we lead but have not renewed
+    the lease for too long; crane's controller answers ping only) and ``/metrics`` (``AnnotatorMetrics``).
 
-    def __init__(self, bind_address: str, port: int, *, elector: LeaderElector | None = None) -> None:
+    Served over HTTPS through ``kubesched.serving`` (``auth``: delegated authentication and authorization; the
+    health paths are always allowed, ``/metrics`` needs a caller the API server allows). ``insecure=True``
+    serves plain HTTP without authentication, on a loopback address only.
+    """
+
+    def __init__(
+        self,
+        bind_address: str,
+        port: int,
+        *,
+        elector: LeaderElector | None = None,
+        metrics: AnnotatorMetrics | None = None,
+        auth: DelegatedAuth | None = None,
+        insecure: bool = False,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+        cert_dir: str | None = None,
+    ) -> None:
         self.bind_address = bind_address
         self.port = port
         self.elector = elector
-        self._runner: web.AppRunner | None = None
+        self.metrics = metrics
+        self._serving = SecureServing(
+            self._app(),
+            bind_address=bind_address,
+            port=port,
+            cert_file=cert_file,
+            key_file=key_file,
+            cert_dir=cert_dir,
+            pair_name="kubesched-annotator",
+            auth=auth,
+            insecure=insecure,
+        )
+
+    @property
+    def url(self) -> str:
+        return self._serving.url
 
     def problems(self) -> list[str]:
         found = []
@@ -301,20 +351,23 @@ class HealthServer:
             return web.Response(status=500, text="\n".join(problems) + "\nhealthz check failed\n")
         return web.Response(text="ok")
 
-    async def start(self) -> None:
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = self.metrics.exposition() if self.metrics is not None else b""
+        return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+    def _app(self) -> web.Application:
         app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.bind_address, self.port)
-        await site.start()
-        if self.port == 0:
-            self.port = int(self._runner.addresses[0][1])
+        for path in ("/healthz", "/livez", "/readyz"):
+            app.router.add_get(path, self._healthz)
+        app.router.add_get("/metrics", self._metrics)
+        return app
+
+    async def start(self) -> None:
+        await self._serving.start()
+        self.port = self._serving.port
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._serving.stop()
 
 
 __all__ = [

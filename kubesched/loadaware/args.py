@@ -123,8 +123,10 @@ class DynamicArgs(ArgsModel):
         return errs
 
     def _check_policy(self, path: str) -> list[FieldError]:
-        # A policy file that exists is checked with the configuration, so mistakes surface at load time with
-        # a field path; a missing one is not an error (the plugin falls back to crane's default policy).
+        # A policy file that exists is checked with the configuration, so mistakes surface at load time with a
+        # field path. A missing one is not a configuration error (the configuration may be checked elsewhere than
+        # where the scheduler runs, e.g. by simulate or the operator): building the plugin refuses it
+        # (``policy_for``), as crane's scheduler does.
         if self.policy_config_path is None or not Path(self.policy_config_path).is_file():
             return []
         try:

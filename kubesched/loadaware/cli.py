@@ -3,6 +3,11 @@
 Prometheus authentication, TLS and timeout, query templates, instance matching, ``--cluster-name`` and the
 timestamp format.
 
+``--health-port`` serves ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` over HTTPS with kube-scheduler's
+delegated authentication and authorization (``kubesched.serving``: health for anyone, ``/metrics`` for callers
+the API server allows); ``--insecure-http`` serves them as plain HTTP without authentication, on a loopback
+``--health-bind-address`` only. Bad input (flags, policy, kubeconfig) is one line on stderr and exit status 1.
+
 Losing the lease ends the process with status 1, as crane's controller does, so a supervisor restarts it as a
 candidate and two annotators never write at once.
 """
@@ -15,10 +20,14 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from kubesched.serving.options import AuthSetupError, go_bool, port_number
+from kubesched.serving.options import add_flags as add_serving_flags
 
 log = logging.getLogger("kubesched.loadaware.annotator")
 
@@ -30,13 +39,14 @@ DEFAULT_NAMESPACE = "crane-system"
 TIMESTAMP_FORMATS = ("crane", "rfc3339")
 
 
-def _go_bool(value: str) -> bool:
-    v = value.strip().lower()
-    if v in ("true", "1", "t", "yes"):
-        return True
-    if v in ("false", "0", "f", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean value {value!r}")
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {value!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"invalid integer {value!r}: must be greater than 0")
+    return number
 
 
 def _duration(value: str) -> float:
@@ -61,15 +71,16 @@ def _template_for(value: str) -> tuple[str, str]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policy-config-path",
-        default=DEFAULT_POLICY_PATH,
-        help=f"the DynamicSchedulerPolicy file (default {DEFAULT_POLICY_PATH})",
+        default=None,
+        help=f"the DynamicSchedulerPolicy file; it must exist when given (default {DEFAULT_POLICY_PATH} if it "
+        "exists, else crane's default policy)",
     )
     p.add_argument("--prometheus-address", required=True, help="Prometheus URL, e.g. http://prometheus:9090")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     p.add_argument("--master", help="address of the API server (overrides the kubeconfig's server)")
     p.add_argument(
         "--leader-elect",
-        type=_go_bool,
+        type=go_bool,
         nargs="?",
         const=True,
         default=True,
@@ -85,12 +96,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"default ${DEFAULT_NAMESPACE_ENV}, else {DEFAULT_NAMESPACE}",
     )
-    p.add_argument("--health-port", type=int, default=8090, help="port of /healthz (0 = off)")
+    p.add_argument(
+        "--health-port",
+        type=port_number,
+        default=8090,
+        help="HTTPS port of /healthz, /readyz, /livez and /metrics (0 = off)",
+    )
     p.add_argument("--health-bind-address", default="0.0.0.0")
-    p.add_argument("--concurrent-syncs", type=int, default=8, help="node PATCH requests in flight (crane: 1)")
+    p.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="serve the health port as plain HTTP without authentication (loopback --health-bind-address only)",
+    )
+    p.add_argument("--tls-cert-file", default=None, help="serving certificate of the health port")
+    p.add_argument("--tls-private-key-file", default=None)
+    p.add_argument(
+        "--cert-dir", default=None, help="where a self-signed serving pair is kept (default: not kept)"
+    )
+    add_serving_flags(p)
+    p.add_argument(
+        "--concurrent-syncs", type=_positive_int, default=8, help="node PATCH requests in flight (crane: 1)"
+    )
     p.add_argument(
         "--binding-heap-size",
-        type=int,
+        type=_positive_int,
         default=1024,
         help="accepted for compatibility: bindings are kept by age (the policy's longest timeRange)",
     )
@@ -185,14 +214,19 @@ class Setup:
 def setup(args: argparse.Namespace) -> Setup:
     """Read and check the policy and the flags; ``ValueError`` says what is wrong."""
     from kubesched.client.config import ConfigError, load_config
+    from kubesched.serving import require_loopback
 
     from .annotations import time_zone
-    from .policy import PolicyError, load_policy
+    from .policy import PolicyError, policy_for
 
     try:
-        policy = load_policy(args.policy_config_path)
+        policy = policy_for(args.policy_config_path)
     except PolicyError as e:
-        raise ValueError(str(e)) from None
+        raise ValueError(f"--policy-config-path: {e.one_line()}") from None
+    if args.insecure_http and args.health_port:
+        require_loopback(args.health_bind_address, "--insecure-http")
+    if (args.tls_cert_file is None) != (args.tls_private_key_file is None):
+        raise ValueError("--tls-cert-file and --tls-private-key-file must be given together")
     dynamic_args = dynamic_args_from_flags(args)
     zone = time_zone(args.time_zone) if args.timestamp_format == "crane" else None
     if args.leader_elect_resource_lock != "leases":
@@ -205,8 +239,6 @@ def setup(args: argparse.Namespace) -> Setup:
         > 1.2 * args.leader_elect_retry_period
     ):
         raise ValueError("leader election: lease duration > renew deadline > 1.2 x retry period is required")
-    for warning in policy.warnings:
-        log.warning("policy %s: %s", args.policy_config_path, warning)
     try:
         client_config = load_config(args.kubeconfig, args.master)
     except ConfigError as e:
@@ -225,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(serve(args, prepared))
     except KeyboardInterrupt:
         return 0
-    except OSError as e:
+    except (OSError, AuthSetupError, ssl.SSLError) as e:
         print(f"kubesched annotator: {e}", file=sys.stderr)
         return 1
 
@@ -234,19 +266,26 @@ async def serve(args: argparse.Namespace, prepared: Setup, stop: asyncio.Event |
     """Run until ``stop`` is set (SIGINT/SIGTERM when not given): 0; or until leadership is lost: 1."""
     from kubesched.client.leaderelection import LeaderElector
     from kubesched.client.rest import ApiClient
+    from kubesched.serving import delegated_auth
 
     from .annotator import Annotator, HealthServer
+    from .metrics import AnnotatorMetrics
     from .poller import LoadQuerier, QuerySettings, prometheus_from_args
 
+    auth = None
+    if args.health_port and not args.insecure_http:
+        auth = await delegated_auth(args, prepared.client_config)  # AuthSetupError: one line, exit 1
     client = ApiClient(prepared.client_config)
     prometheus = prometheus_from_args(prepared.dynamic_args)
     settings = QuerySettings.from_args(prepared.dynamic_args)
+    metrics = AnnotatorMetrics()
     annotator = Annotator(
         client,
         LoadQuerier(prometheus, settings),
         prepared.policy,
         zone=prepared.zone,
         concurrency=args.concurrent_syncs,
+        metrics=metrics,
     )
     elector = None
     if args.leader_elect:
@@ -265,7 +304,17 @@ async def serve(args: argparse.Namespace, prepared: Setup, stop: asyncio.Event |
             on_new_leader=lambda who: log.info("new leader elected: %s", who),
         )
     health = (
-        HealthServer(args.health_bind_address, args.health_port, elector=elector)
+        HealthServer(
+            args.health_bind_address,
+            args.health_port,
+            elector=elector,
+            metrics=metrics,
+            auth=auth,
+            insecure=args.insecure_http,
+            cert_file=args.tls_cert_file,
+            key_file=args.tls_private_key_file,
+            cert_dir=args.cert_dir,
+        )
         if args.health_port
         else None
     )
@@ -277,7 +326,7 @@ async def serve(args: argparse.Namespace, prepared: Setup, stop: asyncio.Event |
     try:
         if health is not None:
             await health.start()
-            log.info("serving /healthz on %s:%d", args.health_bind_address, health.port)
+            log.info("serving /healthz and /metrics at %s", health.url)
         annotator.start_informers()
         work = asyncio.create_task(_synced_then_run(annotator, elector))
         stopper = asyncio.create_task(stop.wait())
@@ -296,6 +345,8 @@ async def serve(args: argparse.Namespace, prepared: Setup, stop: asyncio.Event |
             await health.stop()
         await prometheus.close()
         await client.close()
+        if auth is not None:
+            await auth.close()
 
 
 async def _synced_then_run(annotator: Any, elector: Any) -> None:

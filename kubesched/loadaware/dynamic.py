@@ -29,7 +29,7 @@ from kubesched.scheduler.framework.interface import ClusterEvent, CycleState, Fi
 from .annotations import HOT_VALUE_ACTIVE_PERIOD, HOT_VALUE_KEY, time_zone
 from .args import PROMETHEUS, DynamicArgs
 from .hotvalue import HotValueStore
-from .policy import DynamicSchedulerPolicy, policy_for
+from .policy import DynamicSchedulerPolicy, PolicyError, policy_for
 from .scoring import ScorePlan, annotation_hot_penalty, final_scores, first_overload, load_scores
 from .sources import AnnotationLoadSource, InMemoryLoadStore, LoadSource, StoreLoadSource
 
@@ -67,7 +67,13 @@ class Dynamic:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.args = args
-        self.policy = policy if policy is not None else policy_for(args.policy_config_path)
+        if policy is None:
+            try:
+                policy = policy_for(args.policy_config_path)
+            except PolicyError as e:
+                # The scheduler refuses to start (crane's plugin factory fails the same way), on one line.
+                raise ValueError(f"Dynamic: policyConfigPath: {e.one_line()}") from None
+        self.policy = policy
         self.zone = time_zone(args.annotation_time_zone)
         # Per-scheduler stores: every profile's Dynamic sees the same load values and bindings.
         singletons = handle.singletons if handle is not None else Singletons()

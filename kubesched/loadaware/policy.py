@@ -64,6 +64,11 @@ class PolicyError(ValueError):
         where = f" ({self.source})" if self.source else ""
         return "\n".join([f"invalid {KIND}{where}:", *(f"  - {e}" for e in self.errors)])
 
+    def one_line(self) -> str:
+        """The problems on one line, for a command's error message."""
+        where = f" {self.source}" if self.source else ""
+        return f"invalid {KIND}{where}: " + "; ".join(str(e) for e in self.errors)
+
 
 def _duration(value: Any) -> float:
     if not isinstance(value, str):
@@ -347,17 +352,24 @@ def load_policy(path: str | os.PathLike[str]) -> DynamicSchedulerPolicy:
 
 
 def policy_for(path: str | None) -> DynamicSchedulerPolicy:
-    """The policy the plugin runs with: the file at ``path`` (crane's default path when None), or crane's
-    default policy when that file does not exist. A file that exists but is wrong raises ``PolicyError``.
-
-    crane refuses to start without the file; falling back keeps a scheduler whose mounts differ from its
-    config (the founding document mounts the policy at another path) running with the same defaults.
+    """The policy a component runs with, one rule for the scheduler's Dynamic plugin and the annotator: a file
+    that is named (``policyConfigPath``, ``--policy-config-path``) must exist and be valid, else ``PolicyError``,
+    as crane's scheduler and controller refuse to start without it. With none named, crane's default path
+    (``/etc/kubernetes/policy.yaml``) is read when it exists, else crane's default policy applies (logged).
     """
-    file = Path(path or DEFAULT_POLICY_PATH)
-    if not file.exists():
-        level = logging.WARNING if path else logging.INFO
-        log.log(level, "Dynamic: policy file %s does not exist; using crane's default policy", file)
-        return default_policy()
+    if path is None:
+        file = Path(DEFAULT_POLICY_PATH)
+        if not file.exists():
+            log.info(
+                "Dynamic: no policy file named and %s does not exist; using crane's default policy", file
+            )
+            return default_policy()
+    else:
+        file = Path(path)
+        if not file.is_file():
+            raise PolicyError(
+                [invalid("", str(file), "the DynamicSchedulerPolicy file does not exist")], source=str(file)
+            )
     policy = load_policy(file)
     for warning in policy.warnings:
         log.warning("Dynamic policy %s: %s", file, warning)

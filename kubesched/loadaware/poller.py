@@ -70,9 +70,12 @@ def node_address(node: Mapping[str, Any]) -> NodeAddress:
     return NodeAddress(name)
 
 
-def clean_value(value: float) -> float:
-    """crane's rule for what Prometheus answers: NaN or negative becomes 0."""
-    return 0.0 if math.isnan(value) or value < 0 else value
+def clean_value(value: float) -> float | None:
+    """What Prometheus answered, as load: negative becomes 0 (crane's rule); NaN and ±Inf are no value at all
+    (None): written as ``0.00000`` a NaN would make a node look idle, and ``inf`` is not a load."""
+    if not math.isfinite(value):
+        return None
+    return 0.0 if value < 0 else value
 
 
 def _quote(value: str) -> str:
@@ -105,10 +108,32 @@ class QuerySettings:
 class LoadQuerier:
     """Each node's value of a metric, from Prometheus."""
 
-    def __init__(self, prometheus: PromQuerier, settings: QuerySettings | None = None) -> None:
+    def __init__(
+        self,
+        prometheus: PromQuerier,
+        settings: QuerySettings | None = None,
+        *,
+        on_non_finite: Callable[[str, list[str]], None] | None = None,
+    ) -> None:
         self.prometheus = prometheus
         self.settings = settings or QuerySettings()
         self.queries = 0  # sent so far, for tests and logs
+        # Told (metric, nodes) when Prometheus answered NaN or ±Inf for nodes: they get no value this round.
+        self.on_non_finite = on_non_finite
+        self.non_finite = 0  # node values skipped so far because they were NaN or ±Inf
+
+    def _skipped(self, metric: str, nodes: list[str]) -> None:
+        if not nodes:
+            return
+        self.non_finite += len(nodes)
+        log.warning(
+            "%s: Prometheus answered NaN or Inf for %d node(s) (%s); their value is left as it was",
+            metric,
+            len(nodes),
+            ", ".join(sorted(nodes)[:5]) + (", ..." if len(nodes) > 5 else ""),
+        )
+        if self.on_non_finite is not None:
+            self.on_non_finite(metric, nodes)
 
     async def query_metric(self, metric: str, nodes: Sequence[NodeAddress]) -> dict[str, float]:
         """``node name -> value`` for the nodes Prometheus has a series for. Raises when Prometheus fails."""
@@ -126,11 +151,16 @@ class LoadQuerier:
         label = match.label if match.mode == "label" else "instance"
         selector = f'{label}=~".+"' + (f",cluster={_quote(cluster)}" if cluster else "")
         series = await self._ask(render_query(template, metric, selector, cluster=cluster))
-        return match_series(series, nodes, match)
+        skipped: list[str] = []
+        found = match_series(series, nodes, match, skipped)
+        self._skipped(metric, skipped)
+        return found
 
     async def _query_each(self, metric: str, template: str, nodes: Sequence[NodeAddress]) -> dict[str, float]:
         gate = asyncio.Semaphore(max(1, self.settings.concurrency))
         settings = self.settings
+
+        skipped: list[str] = []
 
         async def one(node: NodeAddress) -> tuple[str, float | None]:
             queries = [
@@ -141,20 +171,32 @@ class LoadQuerier:
                 for promql in dict.fromkeys(queries):  # a template without $selector renders one query
                     series = await self._ask(promql)
                     if series:
-                        return node.name, clean_value(series[-1][1])  # crane: the last series wins
+                        value = clean_value(series[-1][1])  # crane: the last series wins
+                        if value is None:
+                            skipped.append(node.name)
+                        return node.name, value
             return node.name, None
 
         found = await asyncio.gather(*(one(n) for n in nodes))
+        self._skipped(metric, skipped)
         return {name: value for name, value in found if value is not None}
 
 
 def match_series(
-    series: Iterable[Sample], nodes: Sequence[NodeAddress], match: InstanceMatch
+    series: Iterable[Sample],
+    nodes: Sequence[NodeAddress],
+    match: InstanceMatch,
+    non_finite: list[str] | None = None,
 ) -> dict[str, float]:
-    """Assign the series of a metric to nodes as the per-node selectors would (later series win, as in crane)."""
+    """Assign the series of a metric to nodes as the per-node selectors would (later series win, as in crane).
+    A node whose value is NaN or ±Inf gets none; its name is appended to ``non_finite``."""
+    out: dict[str, float] = {}
     if match.mode == "label":
         by_label = {labels[match.label]: v for labels, v in series if match.label in labels}
-        return {n.name: clean_value(by_label[n.name]) for n in nodes if n.name in by_label}
+        for n in nodes:
+            if n.name in by_label:
+                _keep(out, n.name, by_label[n.name], non_finite)
+        return out
     exact: dict[str, float] = {}
     by_host: dict[str, float] = {}  # "<host>:<port>" instances by host ("[v6]:port" by the bare address)
     for labels, value in series:
@@ -168,7 +210,6 @@ def match_series(
                 by_host[host[1:-1]] = value
             elif ":" not in host:
                 by_host[host] = value
-    out: dict[str, float] = {}
     hit: float | None
     for node in nodes:
         address = node.ip or node.name
@@ -185,8 +226,16 @@ def match_series(
             if hit is None:
                 hit = exact.get(node.name)
         if hit is not None:
-            out[node.name] = clean_value(hit)
+            _keep(out, node.name, hit, non_finite)
     return out
+
+
+def _keep(out: dict[str, float], node: str, value: float, non_finite: list[str] | None) -> None:
+    cleaned = clean_value(value)
+    if cleaned is not None:
+        out[node] = cleaned
+    elif non_finite is not None:
+        non_finite.append(node)
 
 
 class MetricSchedule:

@@ -206,6 +206,16 @@ def _decode(status: int, text: str) -> QueryResult:
             error_type=body.get("errorType", ""),
             status=status,
         )
+    try:
+        return _result(body)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise PrometheusError(
+            f"HTTP {status}: not a Prometheus query result ({type(exc).__name__}: {exc}): {text[:200]!r}",
+            status=status,
+        ) from None
+
+
+def _result(body: dict[str, Any]) -> QueryResult:
     data = body.get("data") or {}
     kind = data.get("resultType", "")
     raw = data.get("result")

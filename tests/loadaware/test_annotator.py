@@ -307,7 +307,7 @@ class StaleElector:
 
 async def test_healthz_is_ok_and_fails_when_the_lease_is_not_renewed() -> None:
     stale = StaleElector(True)
-    server = HealthServer("127.0.0.1", 0, elector=stale)  # type: ignore[arg-type]
+    server = HealthServer("127.0.0.1", 0, elector=stale, insecure=True)  # type: ignore[arg-type]
     await server.start()
     try:
         async with aiohttp.ClientSession() as session:
@@ -352,7 +352,7 @@ def test_annotator_is_a_kubesched_subcommand_with_cranes_flags(capsys: pytest.Ca
         args.leader_elect,
         args.leader_elect_resource_name,
         args.health_port,
-    ) == ("/etc/kubernetes/policy.yaml", True, "crane-scheduler-controller", 8090)
+    ) == (None, True, "crane-scheduler-controller", 8090)
 
 
 def test_bad_setups_exit_1_naming_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -364,6 +364,7 @@ def test_bad_setups_exit_1_naming_the_problem(tmp_path: Path, capsys: pytest.Cap
         (["--policy-config-path", str(policy), "--instance-match", "bogus"], "instanceMatch"),
         (["--policy-config-path", str(policy), "--time-zone", "Mars/Olympus"], "Mars/Olympus"),
         (["--policy-config-path", str(policy), "--leader-elect-renew-deadline", "20s"], "lease duration"),
+        (["--policy-config-path", str(policy), "--insecure-http"], "loopback"),
     ]
     for argv, expected in cases:
         code = kubesched_cli.main(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 from kubesched.loadaware.policy import (
     API_VERSION,
     DEFAULT_POLICY_DOCUMENT,
+    DEFAULT_POLICY_PATH,
     KIND,
     PolicyError,
     default_policy,
@@ -241,13 +241,19 @@ def test_load_policy_from_file(tmp_path: Path) -> None:
         load_policy(tmp_path / "missing.yaml")
 
 
-def test_policy_for_falls_back_to_cranes_default_when_the_file_is_missing(
+def test_policy_for_refuses_a_named_missing_file_and_defaults_only_when_none_is_named(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # One rule for the scheduler's Dynamic plugin and the annotator (crane's both refuse to start without it).
     missing = tmp_path / "policy.yaml"
-    with caplog.at_level(logging.WARNING, logger="kubesched.loadaware.policy"):
-        assert policy_for(str(missing)) == default_policy()
-    assert f"policy file {missing} does not exist" in caplog.text
+    with pytest.raises(PolicyError) as info:
+        policy_for(str(missing))
+    assert info.value.one_line() == (
+        f'invalid DynamicSchedulerPolicy {missing}: Invalid value: "{missing}": '
+        "the DynamicSchedulerPolicy file does not exist"
+    )
+    if not Path(DEFAULT_POLICY_PATH).exists():
+        assert policy_for(None) == default_policy()
     custom = tmp_path / "custom.yaml"
     custom.write_text(CRANE_POLICY_YAML.replace("maxLimitPecent: 0.65", "maxLimitPecent: 0.5"))
     assert policy_for(str(custom)).spec.predicate[0].max_limit_percent == 0.5

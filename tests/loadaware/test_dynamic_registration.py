@@ -4,15 +4,18 @@ PostBind, in cases worked out from crane's formulas."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from la_helpers import CPU5, NOW, cluster, crane, loads, node, pod
 
 from kubesched import loadaware
 from kubesched.catalogue import full_catalogue
 from kubesched.loadaware import PLUGIN, Dynamic, DynamicArgs
+from kubesched.loadaware.policy import DEFAULT_POLICY_DOCUMENT
 from kubesched.scheduler.cache import Cache
 from kubesched.scheduler.config import load_config
 from kubesched.scheduler.framework import Catalogue, CycleState, Framework, Handle
@@ -57,7 +60,20 @@ def registry() -> Catalogue:
     return full_catalogue()
 
 
-def framework(text: str, cache: Cache) -> Framework:
+ETC_POLICY = "/etc/kubernetes/policy.yaml"
+_POLICY_DIR = Path(tempfile.mkdtemp(prefix="kubesched-dynamic-test-"))
+
+
+def with_default_policy_file(text: str) -> str:
+    """``text`` with crane's default policy at the path the founding documents name (it must exist)."""
+    file = _POLICY_DIR / "policy.yaml"
+    if not file.exists():
+        file.write_text(yaml.safe_dump(DEFAULT_POLICY_DOCUMENT))
+    return text.replace(ETC_POLICY, str(file))
+
+
+def framework(text: str, cache: Cache, *, as_is: bool = False) -> Framework:
+    text = text if as_is else with_default_policy_file(text)
     profile = load_config(text, catalogue=registry()).profiles[0]
     fw = Framework.from_profile(profile, registry(), Handle(cache=cache), seed=7)
     fw.plugin("Dynamic").clock = lambda: NOW
@@ -80,6 +96,12 @@ def test_definition_and_catalogue() -> None:
 
 @pytest.mark.parametrize("text", [FOUNDING_V1BETA2, FOUNDING_V1], ids=["v1beta2", "v1"])
 def test_founding_profile_loads_and_scores_by_load(text: str) -> None:
+    if not Path("/etc/kubernetes/policy.yaml").exists():
+        # The file the founding document names is absent here: the plugin refuses to start, as crane's does.
+        c = cluster(node("a", loads(0.1)))
+        with pytest.raises(ValueError, match=r"^Dynamic: policyConfigPath: .*does not exist$"):
+            framework(text, c, as_is=True)
+    text = with_default_policy_file(text)
     config = load_config(text, catalogue=full_catalogue())
     profile = config.profiles[0]
     assert profile.scheduler_name == "default-scheduler"
@@ -90,8 +112,7 @@ def test_founding_profile_loads_and_scores_by_load(text: str) -> None:
 
     c = cluster(node("busy", loads(0.6)), node("idle", loads(0.1)), node("mid", loads(0.3)))
     fw = framework(text, c)
-    # /etc/kubernetes/policy.yaml is absent here (the founding document mounts the policy elsewhere):
-    # crane's default policy applies.
+    # crane's default policy, from the file.
     assert fw.plugin("Dynamic").policy == loadaware.default_policy()
     result = schedule(fw, c)
     assert result.node == "idle"

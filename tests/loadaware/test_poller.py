@@ -200,9 +200,15 @@ def test_label_mode_matches_the_node_name_and_the_last_series_wins() -> None:
     assert match_series(series, NODES, InstanceMatch("label", "node")) == {"a": 0.3}
 
 
-def test_nan_and_negative_values_become_zero_as_in_crane() -> None:
-    series = labelled(("10.0.0.1", math.nan), ("10.0.0.2", -0.5))
-    assert match_series(series, NODES, InstanceMatch("auto")) == {"a": 0.0, "b": 0.0}
+def test_negative_values_become_zero_as_in_crane_and_non_finite_ones_are_skipped() -> None:
+    series = labelled(
+        ("10.0.0.1", math.nan), ("10.0.0.2", -0.5), ("[fd00::4]:9100", math.inf), ("c", -math.inf)
+    )
+    skipped: list[str] = []
+    assert match_series(series, NODES, InstanceMatch("auto"), skipped) == {"b": 0.0}
+    assert sorted(skipped) == ["a", "c", "d"]
+    by_label = [({"node": "a"}, math.nan), ({"node": "b"}, 0.25)]
+    assert match_series(by_label, NODES, InstanceMatch("label", "node")) == {"b": 0.25}
 
 
 async def test_default_template_asks_once_per_metric_whatever_the_node_count(
