@@ -244,6 +244,22 @@ async def install(client: ApiClient, opts: InstallOptions) -> Path:
     return opts.pod_manifest_dir / opts.manifest_name
 
 
+async def record(client: ApiClient, opts: InstallOptions, etype: str, reason: str, note: str) -> None:
+    """An event about this installer pod (``$POD_NAME``), as upstream's installer records; best effort."""
+    pod = os.environ.get("POD_NAME")
+    if not pod:
+        return
+    from kubesched.client.events import EventRecorder
+
+    recorder = EventRecorder(client, "static-pod-installer", f"installer-{opts.node_name or 'node'}")
+    ref = {"apiVersion": "v1", "kind": "Pod", "namespace": opts.namespace, "name": pod}
+    recorder.event(ref, etype, reason, "Install", note)
+    try:
+        await recorder.flush(5)
+    finally:
+        await recorder.close(1)
+
+
 # ---- the command ---------------------------------------------------------------------------------------------
 
 
@@ -332,7 +348,25 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> Path:
         async with ApiClient(config, max_retries=3) as client:
-            return await asyncio.wait_for(install(client, opts), args.timeout_duration)
+            try:
+                manifest = await asyncio.wait_for(install(client, opts), args.timeout_duration)
+            except (InstallError, TimeoutError, OSError, ApiError) as e:
+                await record(
+                    client,
+                    opts,
+                    "Warning",
+                    "StaticPodInstallerFailed",
+                    f"Installing revision {opts.revision}: {e}",
+                )
+                raise
+            await record(
+                client,
+                opts,
+                "Normal",
+                "StaticPodInstallerCompleted",
+                f"Successfully installed revision {opts.revision}",
+            )
+            return manifest
 
     try:
         manifest = asyncio.run(main())

@@ -353,6 +353,7 @@ def test_operator_end_to_end(cluster: ClusterProcess, tmp_path: Path) -> None:
             60,
             "Available=False",
         )
+        assert "StaticPodInstallerCompleted" in kubectl("get", "events", "-n", OPERAND).stdout
         events = kubectl("get", "events", "-n", OPERATOR_NS).stdout
         for reason in ("RevisionTriggered", "NodeCurrentRevisionChanged", "OperatorStatusChanged"):
             assert reason in events

@@ -18,6 +18,7 @@ from kubesched.operator.installer_cmd import (
     Revision,
     install,
     prune_revision_dirs,
+    record,
     remove_manifest,
     string_labels,
     substitute,
@@ -184,3 +185,19 @@ def test_command_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert cli_main(["installer", "--remove", "--pod-manifest-dir", str(tmp_path)]) == 0
     assert not os.listdir(tmp_path)
     assert "removed" in capsys.readouterr().out
+
+
+async def test_installer_records_an_event(
+    op_ctx: c.OperatorContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POD_NAME", "installer-1-cp-a")
+    opts = _opts(tmp_path)
+    await record(
+        op_ctx.client, opts, "Normal", "StaticPodInstallerCompleted", "Successfully installed revision 1"
+    )
+    items = (await op_ctx.client.list("events.k8s.io/v1", "events", namespace=c.OPERAND_NAMESPACE))["items"]
+    (event,) = [e for e in items if e["reason"] == "StaticPodInstallerCompleted"]
+    assert (
+        event["regarding"]["name"] == "installer-1-cp-a"
+        and event["note"] == "Successfully installed revision 1"
+    )
