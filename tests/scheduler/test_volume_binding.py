@@ -308,3 +308,29 @@ def test_node_in_a_zone_with_a_provisioned_volume() -> None:
     _, filtered = run_plugin(VolumeBinding, THREE_ZONES, objs, pod("p", "c"))
     assert sorted(filtered) == ["node-a", "node-b"]
     assert filtered["node-a"] == ("UNSCHEDULABLE_AND_UNRESOLVABLE", [REASON_BIND_CONFLICT])
+
+
+def test_simulate_command_reads_storage_objects(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import yaml
+
+    from kubesched import cli
+
+    objs = [
+        *THREE_ZONES,
+        storage_class("standard"),
+        pvc("data", "standard"),
+        pod("db", "data"),
+        pv("pv-z", zone="zone-x", claim="bound", phase="Bound"),
+        pvc("bound", volume="pv-z", bound=True),
+        pod("stuck", "bound"),
+    ]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(objs))
+    assert cli.main(["simulate", "--cluster", str(path), "-o", "json"]) == 0
+    placements = {p["pod"]: p for p in json.loads(capsys.readouterr().out)["placements"]}
+    assert placements["default/db"]["node"] in ("node-a", "node-b", "node-c")
+    assert placements["default/stuck"]["filtered"] == {
+        n: [REASON_NODE_CONFLICT] for n in ("node-a", "node-b", "node-c")
+    }

@@ -189,6 +189,13 @@ class VolumeUsage:
             if not per_slot:
                 del self.attached[slot]
 
+    def on_pod_replaced(self, old: PodInfo, new: PodInfo, slot: int) -> None:
+        """A new version of a pod on the same node (status writes): a pod's volumes never change, so the record
+        stands."""
+        if old.uid != new.uid or (old.uid not in self._pods and has_volumes_of_interest(new.pod)):
+            self.on_pod_removed(old, slot)
+            self.on_pod_added(new, slot)
+
     def on_node_changed(self, slot: int) -> None:
         return None
 
