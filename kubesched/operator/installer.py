@@ -36,6 +36,7 @@ from typing import Any
 
 from kubesched.client.rest import ApiClient, ApiError
 from kubesched.operator import contract as c
+from kubesched.operator.installer_cmd import INSTALLER_SA, node_pod
 from kubesched.operator.prune import kept_revisions
 from kubesched.operator.revision import get_or_none
 from kubesched.operator.status import (
@@ -54,7 +55,6 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
-INSTALLER_SA = "installer-sa"
 INSTALLER_ROLE = "kube-scheduler-installer"
 INSTALLER_LABEL = {"app": "installer"}
 REMOVER_LABEL = {"app": "remover"}
@@ -420,43 +420,7 @@ class InstallerController:
         args += [f"--resource-dir={c.RESOURCE_DIR}", f"--pod-manifest-dir={c.POD_MANIFEST_DIR}"]
         if protected is not None:
             args.append(f"--protected-revisions={','.join(map(str, sorted(protected)))}")
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": ctx.operand_namespace,
-                "labels": dict(INSTALLER_LABEL),
-            },
-            "spec": {
-                "nodeName": node,
-                "serviceAccountName": INSTALLER_SA,
-                "priorityClassName": "system-node-critical",
-                "restartPolicy": "Never",
-                "tolerations": [{"operator": "Exists"}],
-                "containers": [
-                    {
-                        "name": "installer",
-                        "image": self.image,
-                        "command": ["kubesched", "installer"],
-                        "args": args,
-                        "env": [
-                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                        ],
-                        "resources": {"requests": {"cpu": "150m", "memory": "200M"}},
-                        "terminationMessagePolicy": "FallbackToLogsOnError",
-                        "volumeMounts": [{"name": "kubelet-dir", "mountPath": "/etc/kubernetes/"}],
-                    }
-                ],
-                "volumes": [
-                    {
-                        "name": "kubelet-dir",
-                        "hostPath": {"path": "/etc/kubernetes/", "type": "DirectoryOrCreate"},
-                    }
-                ],
-            },
-        }
+        return node_pod(ctx.operand_namespace, name, node, self.image, args, INSTALLER_LABEL)
 
     async def _create_installer(
         self,

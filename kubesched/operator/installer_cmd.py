@@ -260,6 +260,47 @@ async def record(client: ApiClient, opts: InstallOptions, etype: str, reason: st
         await recorder.close(1)
 
 
+INSTALLER_SA = "installer-sa"
+
+
+def node_pod(
+    namespace: str, name: str, node: str, image: str, args: list[str], labels: dict[str, str]
+) -> Obj:
+    """A pod that runs ``kubesched installer <args>`` on ``node`` (installer, pruner and remover pods): pinned by
+    ``nodeName``, every taint tolerated, ``system-node-critical``, never restarted, the node's ``/etc/kubernetes``
+    mounted, as service account ``installer-sa``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "nodeName": node,
+            "serviceAccountName": INSTALLER_SA,
+            "priorityClassName": "system-node-critical",
+            "restartPolicy": "Never",
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "installer",
+                    "image": image,
+                    "command": ["kubesched", "installer"],
+                    "args": args,
+                    "env": [
+                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    ],
+                    "resources": {"requests": {"cpu": "150m", "memory": "200M"}},
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
+                    "volumeMounts": [{"name": "kubelet-dir", "mountPath": "/etc/kubernetes/"}],
+                }
+            ],
+            "volumes": [
+                {"name": "kubelet-dir", "hostPath": {"path": "/etc/kubernetes/", "type": "DirectoryOrCreate"}}
+            ],
+        },
+    }
+
+
 # ---- the command ---------------------------------------------------------------------------------------------
 
 
@@ -309,6 +350,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--remove", action="store_true", help="remove the static pod manifest instead of installing"
     )
+    p.add_argument(
+        "--prune-only",
+        action="store_true",
+        help="only remove revision folders <= --max-eligible-revision not in --protected-revisions (a pruner pod)",
+    )
+    p.add_argument("--max-eligible-revision", type=_positive, default=None, help="with --prune-only")
     p.add_argument("-v", "--v", dest="verbosity", type=int, default=2, help="log verbosity")
 
 
@@ -323,6 +370,18 @@ def run(args: argparse.Namespace) -> int:
         removed = remove_manifest(manifest_dir, args.pod)
         where = manifest_dir / f"{args.pod}.yaml"
         print(f"removed {where}" if removed else f"{where} was not there")
+        return 0
+    if args.prune_only:
+        if args.max_eligible_revision is None or args.protected_revisions is None:
+            print(
+                "kubesched installer: --prune-only needs --max-eligible-revision and --protected-revisions",
+                file=sys.stderr,
+            )
+            return 2
+        pruned = prune_revision_dirs(
+            Path(args.resource_dir), args.pod, args.max_eligible_revision, set(args.protected_revisions)
+        )
+        print(f"pruned {len(pruned)} revision folders: {', '.join(d.name for d in pruned) or 'none'}")
         return 0
     if args.revision is None:
         print("kubesched installer: --revision is required (or --remove)", file=sys.stderr)

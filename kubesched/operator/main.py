@@ -136,7 +136,7 @@ def build_controllers(args: argparse.Namespace) -> list[c.Controller]:
         TargetConfigController(image=args.image, server=args.server, secure_port=args.scheduler_secure_port),
         RevisionController(),
         InstallerController(image=args.image),
-        PruneController(),
+        PruneController(image=args.image),
         StatusController(degraded_inertia=args.degraded_inertia),
     ]
 

@@ -6,8 +6,9 @@ every node ``[current-s+1 .. current]``, ``[target-max(s,f)+1 .. target]`` and `
 so the current and target revision of every node always stay.
 
 In the API, ``revision-status-<n>`` configmaps not kept are deleted; their copies (``config-<n>``, ...) are owned
-by them and go with them. On the nodes, the installer prunes folders ``kube-scheduler-pod-<n>`` after installing,
-given the kept set as ``--protected-revisions`` (upstream runs a separate pruner pod per node).
+by them and go with them. On the nodes, folders ``kube-scheduler-pod-<n>`` not kept are removed by the installer
+right after it installs (``--protected-revisions``) and by a pruner pod per node once the node runs the latest
+revision (``kubesched installer --prune-only``), as upstream's pruner pods.
 """
 
 from __future__ import annotations
@@ -63,8 +64,16 @@ def kept_revisions(latest: int, node_statuses: list[Obj], spec: Obj) -> set[int]
     return keep
 
 
+PRUNER_LABEL = {"app": "pruner"}
+
+
 @dataclass
 class PruneController:
+    """Deletes the revisions not kept from the API and, once a node runs the latest revision, starts a pruner pod
+    ``revision-pruner-<latest>-<node>`` there that removes the other revision folders (``kubesched installer
+    --prune-only``), as upstream's pruner pods."""
+
+    image: str = "kubesched"
     name: str = "PruneController"
     deleted: list[int] = field(default_factory=list, init=False)
 
@@ -94,6 +103,7 @@ class PruneController:
                 if not e.is_not_found():
                     raise
             self.deleted.append(n)
+        await self._prune_nodes(ctx, latest, keep, status.get("nodeStatuses") or [], statuses.get(latest))
         if self.deleted:
             log.info("pruned revisions %s (keeping %s)", self.deleted, sorted(keep))
             ctx.recorder.event(
@@ -102,4 +112,50 @@ class PruneController:
                 "RevisionsPruned",
                 "Prune",
                 f"Pruned revisions {', '.join(map(str, self.deleted))}; kept {', '.join(map(str, sorted(keep)))}",
+            )
+
+    async def _prune_nodes(
+        self, ctx: c.OperatorContext, latest: int, keep: set[int], nodes: list[Obj], latest_status: Obj | None
+    ) -> None:
+        from kubesched.operator.installer_cmd import node_pod
+
+        for ns in nodes:
+            node = str(ns.get("nodeName") or "")
+            if (
+                not node
+                or int(ns.get("currentRevision") or 0) != latest
+                or int(ns.get("targetRevision") or 0)
+            ):
+                continue  # only once the node is done with the latest revision
+            name = f"revision-pruner-{latest}-{node}"
+            args = [
+                "-v=2",
+                "--prune-only",
+                f"--max-eligible-revision={latest}",
+                f"--protected-revisions={','.join(map(str, sorted(keep)))}",
+                f"--resource-dir={c.RESOURCE_DIR}",
+                f"--pod={c.POD_CONFIGMAP}",
+            ]
+            pod = node_pod(ctx.operand_namespace, name, node, self.image, args, PRUNER_LABEL)
+            if latest_status is not None:
+                pod["metadata"]["ownerReferences"] = [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "name": latest_status["metadata"]["name"],
+                        "uid": latest_status["metadata"]["uid"],
+                    }
+                ]
+            try:
+                await ctx.client.create("v1", "pods", pod, namespace=ctx.operand_namespace)
+            except ApiError as e:
+                if e.is_already_exists():
+                    continue
+                raise
+            ctx.recorder.event(
+                c.event_regarding(ctx),
+                "Normal",
+                "PodCreated",
+                "Prune",
+                f"Created Pod/{name} -n {ctx.operand_namespace}",
             )

@@ -201,3 +201,14 @@ async def test_installer_records_an_event(
         event["regarding"]["name"] == "installer-1-cp-a"
         and event["note"] == "Successfully installed revision 1"
     )
+
+
+def test_command_prune_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for n in (1, 2, 3):
+        (tmp_path / f"kube-scheduler-pod-{n}").mkdir()
+    assert cli_main(["installer", "--prune-only", "--resource-dir", str(tmp_path)]) == 2
+    assert "--max-eligible-revision" in capsys.readouterr().err
+    argv = ["installer", "--prune-only", "--resource-dir", str(tmp_path), "--max-eligible-revision=3"]
+    assert cli_main([*argv, "--protected-revisions=3"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kube-scheduler-pod-3"]
+    assert "pruned 2 revision folders" in capsys.readouterr().out

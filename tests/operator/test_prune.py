@@ -93,3 +93,39 @@ async def test_controller_prunes_old_revisions(op_ctx: c.OperatorContext, kit: A
     await kit.eventually(copies_gone, "the pruned revisions' copies to go", timeout=30)
     await pc.sync(op_ctx)
     assert pc.deleted == []
+
+
+async def test_pruner_pods_once_a_node_is_done(op_ctx: c.OperatorContext, kit: Any) -> None:
+    client = op_ctx.client
+    await kit.create_kubescheduler(client, succeededRevisionLimit=2, failedRevisionLimit=2)
+    await kit.put_inputs(client)
+    rc = RevisionController()
+    for i in range(4):
+        await kit.put_input(client, c.CONFIG_CONFIGMAP, {"config.yaml": f"v{i}"})
+        await rc.sync(op_ctx)
+    await kit.patch_kubescheduler_status(
+        client,
+        {
+            "nodeStatuses": [
+                {"nodeName": "cp-a", "currentRevision": 4},
+                {"nodeName": "cp-b", "currentRevision": 3, "targetRevision": 4},
+            ]
+        },
+    )
+    pc = PruneController(image="kubesched:test")
+    await pc.sync(op_ctx)
+    pods = (await client.list("v1", "pods", namespace=NS))["items"]
+    assert [p["metadata"]["name"] for p in pods] == ["revision-pruner-4-cp-a"]  # cp-b is still installing
+    (pod,) = pods
+    assert pod["spec"]["nodeName"] == "cp-a" and pod["metadata"]["labels"] == {"app": "pruner"}
+    assert pod["spec"]["containers"][0]["args"] == [
+        "-v=2",
+        "--prune-only",
+        "--max-eligible-revision=4",
+        "--protected-revisions=2,3,4",
+        "--resource-dir=/etc/kubernetes/static-pod-resources",
+        "--pod=kube-scheduler-pod",
+    ]
+    assert pod["metadata"]["ownerReferences"][0]["name"] == "revision-status-4"
+    await pc.sync(op_ctx)  # not created twice
+    assert len((await client.list("v1", "pods", namespace=NS))["items"]) == 1
