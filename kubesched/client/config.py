@@ -30,6 +30,16 @@ class ConfigError(Exception):
     """No usable client configuration. The message says what was tried; print it, not a traceback."""
 
 
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line, for a command's stderr: a list-style message (``"invalid X:\n  - a\n
+    - b"``, as configuration and policy errors print) becomes ``"invalid X: a; b"``."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    head, rest = lines[0], [ln.removeprefix("- ") for ln in lines[1:]]
+    return f"{head.rstrip(':')}: {'; '.join(rest)}" if rest else head
+
+
 @dataclass
 class ClientConfig:
     """Everything needed to reach one API server. ``qps <= 0`` disables client-side rate limiting."""
@@ -193,6 +203,59 @@ class _Named:
 
     body: dict[str, Any]
     base_dir: str
+    where: str  # "<file>: users[name=admin].user", for messages
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _entries(doc: dict[str, Any], section: str, key: str, path: str) -> list[tuple[str, _Named]]:
+    """The ``{name, <key>}`` entries of one list section, checked for shape (client-go refuses the file too)."""
+    raw = doc.get(section)
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError(
+            f"kubeconfig {path}: {section}: must be a list of {{name, {key}}} entries, not {_kind(raw)}"
+        )
+    base_dir = os.path.dirname(os.path.abspath(path))
+    out = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            raise ConfigError(
+                f"kubeconfig {path}: {section}[{i}]: must be a mapping with name and {key}, not {_kind(entry)}"
+            )
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"kubeconfig {path}: {section}[{i}].name: must be a non-empty string")
+        body = entry.get(key)
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            raise ConfigError(
+                f"kubeconfig {path}: {section}[{i}].{key}: must be a mapping, not {_kind(body)}"
+            )
+        out.append((name, _Named(body, base_dir, f"{path}: {section}[name={name}].{key}")))
+    return out
+
+
+def _text(body: dict[str, Any], field_name: str, where: str) -> str | None:
+    """A string field (None when absent or empty); anything else is a ConfigError naming it."""
+    value = body.get(field_name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"kubeconfig {where}.{field_name}: must be a string, not {_kind(value)}")
+    return value
+
+
+def _file(body: dict[str, Any], field_name: str, named: _Named) -> str | None:
+    """A path field, resolved against the kubeconfig's folder; it must exist (client-go fails on it too)."""
+    path = _resolve(_text(body, field_name, named.where), named.base_dir)
+    if path is not None and not os.path.isfile(path):
+        raise ConfigError(f"kubeconfig {named.where}.{field_name}: {path}: no such file")
+    return path
 
 
 def load_kubeconfig(paths: list[str], context: str | None = None, master: str | None = None) -> ClientConfig:
@@ -203,16 +266,14 @@ def load_kubeconfig(paths: list[str], context: str | None = None, master: str | 
     current = ""
     for path in paths:
         doc = _read_yaml(path)
-        base_dir = os.path.dirname(os.path.abspath(path))
         for section, key, target in (
             ("clusters", "cluster", clusters),
             ("users", "user", users),
             ("contexts", "context", contexts),
         ):
-            for entry in doc.get(section) or []:
-                if isinstance(entry, dict) and entry.get("name") and entry["name"] not in target:
-                    target[entry["name"]] = _Named(entry.get(key) or {}, base_dir)
-        current = current or str(doc.get("current-context") or "")
+            for name, named in _entries(doc, section, key, path):
+                target.setdefault(name, named)
+        current = current or (_text(doc, "current-context", path) or "")
     where = ", ".join(paths)
     name = context or current
     if not name:
@@ -221,21 +282,26 @@ def load_kubeconfig(paths: list[str], context: str | None = None, master: str | 
         raise ConfigError(f"kubeconfig {where} has no current-context; pass --context or set one")
     if name not in contexts:
         raise ConfigError(f"context {name!r} not found in kubeconfig {where}")
-    ctx = contexts[name].body
-    cluster = clusters.get(str(ctx.get("cluster", "")))
+    ctx_named = contexts[name]
+    ctx = ctx_named.body
+    cluster_name = _text(ctx, "cluster", ctx_named.where) or ""
+    cluster = clusters.get(cluster_name)
     if cluster is None and not master:
-        raise ConfigError(
-            f"cluster {ctx.get('cluster')!r} of context {name!r} not found in kubeconfig {where}"
-        )
-    user = users.get(str(ctx.get("user", "")))
-    kwargs: dict[str, Any] = {"namespace": ctx.get("namespace") or "default"}
+        raise ConfigError(f"cluster {cluster_name!r} of context {name!r} not found in kubeconfig {where}")
+    user = users.get(_text(ctx, "user", ctx_named.where) or "")
+    kwargs: dict[str, Any] = {"namespace": _text(ctx, "namespace", ctx_named.where) or "default"}
     server = master
     if cluster is not None:
-        c, base = cluster.body, cluster.base_dir
-        server = server or c.get("server")
-        kwargs["insecure_skip_tls_verify"] = bool(c.get("insecure-skip-tls-verify", False))
-        kwargs["ca_file"] = _resolve(c.get("certificate-authority"), base)
-        kwargs["ca_data"] = _b64(c.get("certificate-authority-data"), "certificate-authority-data", where)
+        c = cluster.body
+        server = server or _text(c, "server", cluster.where)
+        skip = c.get("insecure-skip-tls-verify", False)
+        if not isinstance(skip, bool):
+            raise ConfigError(f"kubeconfig {cluster.where}.insecure-skip-tls-verify: must be true or false")
+        kwargs["insecure_skip_tls_verify"] = skip
+        kwargs["ca_file"] = _file(c, "certificate-authority", cluster)
+        kwargs["ca_data"] = _b64(
+            _text(c, "certificate-authority-data", cluster.where), "certificate-authority-data", where
+        )
     if not server:
         raise ConfigError(f"cluster of context {name!r} in kubeconfig {where} has no server")
     if user is not None:
@@ -244,14 +310,14 @@ def load_kubeconfig(paths: list[str], context: str | None = None, master: str | 
 
 
 def _user_credentials(user: _Named, context: str, where: str) -> dict[str, Any]:
-    u, base = user.body, user.base_dir
+    u, at = user.body, user.where
     creds: dict[str, Any] = {
-        "client_cert_file": _resolve(u.get("client-certificate"), base),
-        "client_cert_data": _b64(u.get("client-certificate-data"), "client-certificate-data", where),
-        "client_key_file": _resolve(u.get("client-key"), base),
-        "client_key_data": _b64(u.get("client-key-data"), "client-key-data", where),
-        "token": u.get("token") or None,
-        "token_file": _resolve(u.get("tokenFile"), base),
+        "client_cert_file": _file(u, "client-certificate", user),
+        "client_cert_data": _b64(_text(u, "client-certificate-data", at), "client-certificate-data", where),
+        "client_key_file": _file(u, "client-key", user),
+        "client_key_data": _b64(_text(u, "client-key-data", at), "client-key-data", where),
+        "token": _text(u, "token", at),
+        "token_file": _resolve(_text(u, "tokenFile", at), user.base_dir),
     }
     has_cert = creds["client_cert_file"] or creds["client_cert_data"]
     has_key = creds["client_key_file"] or creds["client_key_data"]
@@ -273,11 +339,13 @@ def _read_yaml(path: str) -> dict[str, Any]:
     except OSError as e:
         raise ConfigError(f"cannot read kubeconfig {path}: {e.strerror}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"kubeconfig {path} is not valid YAML: {e}") from None
+        raise ConfigError(f"kubeconfig {path} is not valid YAML: {' '.join(str(e).split())}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"kubeconfig {path} is not valid YAML: not UTF-8 text") from None
     if doc is None:
         return {}
     if not isinstance(doc, dict):
-        raise ConfigError(f"kubeconfig {path} is not a mapping")
+        raise ConfigError(f"kubeconfig {path} is not a mapping (a Config object), but {_kind(doc)}")
     return doc
 
 

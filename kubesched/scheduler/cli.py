@@ -179,14 +179,21 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
     """``catalogue``: the plugins this scheduler knows (``kubesched.catalogue.full_catalogue()`` from the
     ``kubesched`` command)."""
     _setup_logging(args.verbosity)
+    from kubesched.client.config import ConfigError, load_config, one_line
+
     try:
         config = load_effective_config(args, catalogue)
     except Exception as e:  # ConfigError and friends: say what is wrong, no stack trace
-        print(f"kubesched scheduler: invalid configuration: {e}", file=sys.stderr)
+        print(f"kubesched scheduler: invalid configuration: {one_line(e)}", file=sys.stderr)
         return 1
     for w in getattr(config, "warnings", ()):
         log.warning("%s", w)
-    from kubesched.client.config import ConfigError, load_config
+    if (args.tls_cert_file is None) != (args.tls_private_key_file is None):
+        print(
+            "kubesched scheduler: --tls-cert-file and --tls-private-key-file must be given together",
+            file=sys.stderr,
+        )
+        return 1
 
     kubeconfig = args.kubeconfig or config.client_connection.kubeconfig or None
     try:
@@ -196,17 +203,25 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
         return 1
     qps = args.kube_api_qps if args.kube_api_qps is not None else config.client_connection.qps
     burst = args.kube_api_burst if args.kube_api_burst is not None else config.client_connection.burst
+    if not math.isfinite(float(qps)) or int(burst) < 0:
+        print(
+            f"kubesched scheduler: clientConnection: qps must be a finite number and burst not negative "
+            f"(got qps {qps}, burst {burst})",
+            file=sys.stderr,
+        )
+        return 1
     client_config = dataclasses.replace(client_config, qps=float(qps), burst=int(burst))
     try:
         return asyncio.run(_main(args, config, client_config, catalogue))
     except KeyboardInterrupt:
         return 0
-    except OSError as e:
-        print(f"kubesched scheduler: {e}", file=sys.stderr)
+    except (OSError, ValueError) as e:
+        print(f"kubesched scheduler: {one_line(e)}", file=sys.stderr)
         return 1
 
 
 async def _main(args: argparse.Namespace, config: Any, client_config: Any, catalogue: Catalogue) -> int:
+    from kubesched.client.config import one_line
     from kubesched.client.leaderelection import LeaderElector
     from kubesched.client.rest import ApiClient
     from kubesched.scheduler.metrics import SchedulerMetrics
@@ -228,7 +243,7 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
         )
     except (KeyError, ValueError) as e:
         await client.close()
-        print(f"kubesched scheduler: cannot build the scheduling profiles: {e}", file=sys.stderr)
+        print(f"kubesched scheduler: cannot build the scheduling profiles: {one_line(e)}", file=sys.stderr)
         return 1
     server = None
     auth = None
@@ -256,7 +271,12 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
             server.add_json_route("/debug/decisions", lambda: {"decisions": decisions.snapshot()})
             # The queue as the dashboard shows it (kubesched dashboard --scheduler-url).
             server.add_json_route("/debug/queue", lambda: sched.queue.snapshot())
-        await server.start()
+        try:
+            await server.start()
+        except (OSError, ValueError):
+            await auth.close()
+            await client.close()
+            raise
         log.info("serving securely on %s:%s", args.bind_address, server.port)
     # Plugins' background work (load-aware scheduling's Prometheus pollers and hot-value rebuild).
     services = catalogue.services()

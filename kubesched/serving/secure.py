@@ -160,7 +160,13 @@ class SecureServing:
     async def start(self) -> None:
         context = None if self.insecure else self.ssl_context()
         family = socket.AF_INET6 if ":" in self.bind_address else socket.AF_INET
-        sock = socket.create_server((self.bind_address, self.requested_port), family=family, backlog=128)
+        try:
+            sock = socket.create_server((self.bind_address, self.requested_port), family=family, backlog=128)
+        except (OSError, OverflowError) as e:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise OSError(
+                f"cannot listen on {url_host(self.bind_address)}:{self.requested_port}: {reason}"
+            ) from None
         self._port = sock.getsockname()[1]
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await runner.setup()

@@ -101,6 +101,9 @@ def test_relative_paths_resolve_from_the_kubeconfig_and_token_file_is_reread(
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
     (conf_dir / "token").write_text("first\n")
+    (conf_dir / "ca.crt").write_text(
+        ""
+    )  # certificate files must exist (client-go refuses the kubeconfig otherwise)
     doc = kubeconfig_doc(
         cluster={"certificate-authority": "ca.crt"}, user={"tokenFile": "token", "token": "static"}
     )
@@ -191,7 +194,11 @@ def test_no_configuration_is_a_clear_error(clean_env: Path) -> None:
         ({"contexts": []}, None, "no current-context"),
         (kubeconfig_doc(), "nope", "context 'nope' not found"),
         (kubeconfig_doc(user={"exec": {"command": "aws"}}), None, "exec/auth-provider"),
-        (kubeconfig_doc(user={"client-certificate": "c.crt"}), None, "both a client certificate and a key"),
+        (
+            kubeconfig_doc(user={"client-certificate-data": "YQ=="}),
+            None,
+            "both a client certificate and a key",
+        ),
         (kubeconfig_doc(cluster={"certificate-authority-data": "%%%"}), None, "not valid base64"),
         ({**kubeconfig_doc(), "clusters": []}, None, "cluster 'dev-cluster' of context 'dev' not found"),
     ],
