@@ -15,6 +15,8 @@ too (their signature is what costs); the ServiceAccount lookup is a dict read pe
 from __future__ import annotations
 
 import csv
+import hashlib
+import hmac
 import logging
 import time
 import weakref
@@ -34,6 +36,10 @@ log = logging.getLogger("kubesched.authn")
 ADMIN_TOKEN_USER = "kubesched-admin"
 _TOKEN_CACHE_LIMIT = 10_000
 _NO_CERT = UserInfo("")  # sentinel: this connection presented no certificate
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
 
 
 def with_authenticated(user: str, uid: str, groups: list[str] | tuple[str, ...]) -> UserInfo:
@@ -98,6 +104,11 @@ class Authenticator:
                 admin_token, UserInfo(ADMIN_TOKEN_USER, groups=(SYSTEM_MASTERS, AUTHENTICATED))
             )
         self.anonymous = anonymous
+        # Static tokens looked up by their SHA-256 and confirmed with a constant-time comparison, so the time a
+        # lookup takes says nothing about how much of a guessed token is right.
+        self._static_by_digest: dict[bytes, tuple[str, UserInfo]] = {
+            _digest(t): (t, u) for t, u in self.static_tokens.items()
+        }
         self._by_connection: weakref.WeakKeyDictionary[Any, UserInfo] = weakref.WeakKeyDictionary()
         self._sa_tokens: dict[str, ServiceAccountClaims] = {}
         self._sa_type = api.registry.get("", "v1", "serviceaccounts")
@@ -132,13 +143,22 @@ class Authenticator:
 
     def authenticate_token(self, token: str, audiences: list[str] | None = None) -> UserInfo:
         """The user of a bearer token (static or service account); raises 401 when it is neither."""
-        user = self.static_tokens.get(token)
+        user = self.static_token_user(token)
         if user is not None:
             return user
         claims = self.service_account_claims(token, audiences)
         if claims is None:
             raise errors.unauthorized()
         return claims.user()
+
+    def static_token_user(self, token: str) -> UserInfo | None:
+        """The user of a static token (``--token-auth-file``, the admin token), compared in constant time."""
+        if len(self._static_by_digest) != len(self.static_tokens):  # tokens added after construction
+            self._static_by_digest = {_digest(t): (t, u) for t, u in self.static_tokens.items()}
+        found = self._static_by_digest.get(_digest(token))
+        if found is None or not hmac.compare_digest(found[0].encode(), token.encode()):
+            return None
+        return found[1]
 
     def service_account_claims(
         self, token: str, audiences: list[str] | None = None
