@@ -19,6 +19,8 @@ in the operand namespace), so a restarted operator resumes a rollout where it st
   (``InstallerFailed``), ``lastFailedRevisionErrors``; warning ``InstallerPodFailed``; retried after
   10 s * 1.5^(failures-1), at most 10 min. The node keeps running its current revision and no other node is
   touched, so a bad revision never takes a second node down.
+- The new static pod restarting ``operand_restart_limit`` (3) times without becoming Ready: ``lastFailedReason``
+  ``OperandFailed``, the target cleared, and the revision goes to no other node until a newer one exists.
 - Conditions on the ``KubeScheduler``: ``StaticPodsAvailable``, ``NodeInstallerProgressing``,
   ``NodeInstallerDegraded``, ``InstallerControllerDegraded``.
 
