@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kubesched.operator import contract as c
 from kubesched.operator.status import (
+    GOOD,
     StatusController,
     condition,
     find_condition,
@@ -205,3 +208,37 @@ async def test_management_states(
     await kit.create_kubescheduler(client, managementState=state)
     await StatusController().sync(op_ctx)
     assert conds(await cluster_operator(client)) == expected
+
+
+sub_condition = st.builds(
+    lambda prefix, suffix, status, reason: {
+        "type": prefix + suffix,
+        "status": status,
+        "reason": reason,
+        "message": f"{prefix} says {status}",
+        "lastTransitionTime": now_rfc3339(lambda: NOW - 3600),
+    },
+    st.sampled_from(["NodeInstaller", "RevisionController", "StaticPods", "TargetConfigController"]),
+    st.sampled_from(["Degraded", "Progressing", "Available", "Upgradeable"]),
+    st.sampled_from(["True", "False", "Unknown"]),
+    st.sampled_from(["Error", "AsExpected", "InstallerPodFailed"]),
+)
+
+
+@given(st.lists(sub_condition, max_size=8, unique_by=lambda x: x["type"]), st.sampled_from(list(GOOD)))
+def test_union_properties(subs: list[dict[str, Any]], type_: str) -> None:
+    got = union_condition(type_, subs, NOW)
+    mine = [x for x in subs if x["type"].endswith(type_)]
+    bad = [x for x in mine if x["status"] != GOOD[type_]]
+    if not mine:
+        assert (got["status"], got["reason"]) == ("Unknown", "NoData")
+    elif not bad:
+        assert (got["status"], got["reason"]) == (GOOD[type_], "AsExpected")
+    else:
+        opposite = "False" if GOOD[type_] == "True" else "True"
+        expected = opposite if any(x["status"] == opposite for x in bad) else "Unknown"
+        assert got["status"] == expected
+        assert got["reason"].split("::") == sorted(f"{x['type'][: -len(type_)]}_{x['reason']}" for x in bad)
+        assert got["message"].splitlines() == [
+            f"{x['type']}: {x['message']}" for x in sorted(bad, key=lambda x: x["type"])
+        ]
