@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -257,3 +258,48 @@ async def test_dashboard_watcher_presents_the_kubeconfig_credentials(
     # The test app answers text, not Prometheus metrics or JSON: what matters is that it let the admin in.
     assert "403" not in watcher.metrics_error and "401" not in watcher.metrics_error
     assert "403" not in watcher.queue_error
+
+
+async def test_bootstrap_rbac_lets_the_scheduler_delegate_and_monitoring_read_metrics(
+    cluster: LocalCluster,
+) -> None:
+    """kube-scheduler's identity may review tokens and access and read the client CA; system:monitoring may
+    read /metrics (what a Prometheus scraping a secure port is bound to); neither may read /debug."""
+
+    async def can(user: str, groups: list[str], **attrs: Any) -> bool:
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": groups, **attrs},
+        }
+        answer = await client.create("authorization.k8s.io/v1", "subjectaccessreviews", body)
+        return bool(answer["status"].get("allowed"))
+
+    scheduler = ("system:kube-scheduler", ["system:authenticated"])
+    async with ApiClient(admin(cluster)) as client:
+        for group, resource in (
+            ("authentication.k8s.io", "tokenreviews"),
+            ("authorization.k8s.io", "subjectaccessreviews"),
+        ):
+            assert await can(
+                *scheduler, resourceAttributes={"group": group, "resource": resource, "verb": "create"}
+            )
+        configmap = {"namespace": "kube-system", "resource": "configmaps", "verb": "get"}
+        assert await can(
+            *scheduler, resourceAttributes={**configmap, "name": "extension-apiserver-authentication"}
+        )
+        assert not await can(*scheduler, resourceAttributes={**configmap, "name": "kube-proxy"})
+        binding = {
+            "metadata": {"name": "monitoring-group"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:monitoring",
+            },
+            "subjects": [{"kind": "Group", "name": "monitoring", "apiGroup": "rbac.authorization.k8s.io"}],
+        }
+        await client.create("rbac.authorization.k8s.io/v1", "clusterrolebindings", binding)
+        monitor = ("prometheus", ["monitoring", "system:authenticated"])
+        assert await can(*monitor, nonResourceAttributes={"path": "/metrics", "verb": "get"})
+        assert not await can(*monitor, nonResourceAttributes={"path": "/debug/decisions", "verb": "get"})
+        assert not await can(*monitor, nonResourceAttributes={"path": "/configz", "verb": "get"})
