@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -727,6 +728,28 @@ def test_secure_port_serves_health_and_metrics(make_env: Callable[..., Env]) -> 
         assert status == 403, (path, status, body)
         assert json.loads(body)["message"] == f'forbidden: User "system:anonymous" cannot get path "{path}"'
     assert s.get("/configz")[0] == 200
+    # kubectl reads the secure port as the admin (its client certificate), and as a service account without RBAC
+    # (its token, checked with a TokenReview) it gets upstream's 403.
+    port_url = f"https://127.0.0.1:{s.port}"
+    raw = env.kubectl(
+        "--server", port_url, "--insecure-skip-tls-verify=true", "get", "--raw", "/metrics"
+    ).stdout
+    assert "# TYPE scheduler_pending_pods gauge" in raw
+    env.kubectl("create", "serviceaccount", "nobody", "-n", "default")
+    token = env.kubectl("create", "token", "nobody", "-n", "default").stdout.strip()
+    assert KUBECTL is not None
+    # Only the token: a kubeconfig-less kubectl (the admin kubeconfig's client certificate would win).
+    only_token = ["--kubeconfig", os.devnull, "--server", port_url, "--insecure-skip-tls-verify=true"]
+    denied = subprocess.run(
+        [KUBECTL, *only_token, "--token", token, "get", "--raw", "/metrics"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert denied.returncode != 0
+    assert 'User "system:serviceaccount:default:nobody" cannot get path "/metrics"' in denied.stderr.replace(
+        '\\"', '"'
+    ), denied.stderr
 
 
 # --- 6. invalid configuration -------------------------------------------------------------------------------------
