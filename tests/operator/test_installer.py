@@ -336,3 +336,31 @@ async def test_operand_failure_stops_the_rollout(two_nodes: c.OperatorContext, k
     await rc.sync(ctx)
     await ic.sync(ctx)
     assert "installer-3-cp-a" in await pod_names(client)
+
+
+async def test_back_to_managed_reinstalls_a_removed_static_pod(
+    two_nodes: c.OperatorContext, kit: Any
+) -> None:
+    ctx, client = two_nodes, two_nodes.client
+    ic = InstallerController()
+    await RevisionController().sync(ctx)
+    for node in ("cp-a", "cp-b"):
+        await ic.sync(ctx)
+        await set_phase(client, f"installer-1-{node}", "Succeeded")
+        await run_static_pod(client, node, 1)
+        await ic.sync(ctx)
+    # managementState Removed took cp-a's static pod away (its mirror pod is gone); back to Managed:
+    await client.delete("v1", "pods", "kube-scheduler-cp-a", namespace=NS, grace_period_seconds=0)
+    await ic.sync(ctx)
+    statuses = await node_statuses(kit, client)
+    assert statuses["cp-a"]["targetRevision"] == 1 and statuses["cp-a"]["currentRevision"] == 1
+    pod = await client.get("v1", "pods", "installer-1-cp-a", namespace=NS)
+    assert pod_phase_of(pod) != "Succeeded"  # a fresh installer pod, not the finished one
+    await set_phase(client, "installer-1-cp-a", "Succeeded")
+    await run_static_pod(client, "cp-a", 1)
+    await ic.sync(ctx)
+    assert not (await node_statuses(kit, client))["cp-a"].get("targetRevision")
+
+
+def pod_phase_of(pod: dict[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
