@@ -242,3 +242,39 @@ def test_allocator_finds_a_solution_exactly_when_one_exists(case: Any) -> None:
     if found is not None:
         flat = [d for devs in found for d in devs]
         assert len(flat) == len(set(flat)) and not {(DRIVER, "node-1", d) for d in flat} & taken
+
+
+@st.composite
+def count_cases(
+    draw: st.DrawFn,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[tuple[str, str, str]]]:
+    slices, taken = [], set()
+    for n in range(3):
+        devs = [
+            device(f"d{i}", model=draw(st.sampled_from(["a", "b"]))) for i in range(draw(st.integers(0, 4)))
+        ]
+        slices.append(resource_slice(f"node-{n}", *devs))
+        taken |= {(DRIVER, f"node-{n}", d["name"]) for d in devs if draw(st.booleans())}
+    sel = 'device.attributes["some-driver"].model == "a"'
+    claims = [
+        claim(
+            f"c{c}",
+            requests=[exactly(f"r{j}", CLASS, draw(st.integers(1, 2)), "ExactCount", sel) for j in range(2)],
+        )
+        for c in range(draw(st.integers(1, 2)))
+    ]
+    return claims, slices, taken
+
+
+@settings(max_examples=100, deadline=None)
+@given(count_cases())
+def test_the_count_check_agrees_with_the_search(case: Any) -> None:
+    claims, slices, taken = case
+    a = Allocator(claims, classes(), taken, Pools(slices))
+    assert a.count_only is not None
+    index = {f"node-{n}": n for n in range(3)}
+    counts = a.free_counts(index, 3)
+    need = a.count_only[1]
+    for name, slot in index.items():
+        by_search = a.allocate(name, lambda sel: False) is not None
+        assert (counts[slot] >= need) == by_search == a.fits(name, lambda sel: False)

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from kubesched.scheduler.dra.cel import DeviceView, SelectorError, compile_selector
 
 DeviceId = tuple[str, str, str]  # (driver, pool, device)
@@ -67,6 +69,15 @@ class Pools:
             specs.append(spec)
         self.by_node: dict[str, list[Candidate]] = {}
         self.shared: list[Candidate] = []  # allNodes or nodeSelector
+        # (class selectors, request selectors, device) -> matches: CEL results live as long as the devices do
+        # (a slice change builds new Pools), so each selector runs once per device, not once per cycle.
+        self.matches: dict[tuple[tuple[str, ...], tuple[str, ...], DeviceId], bool] = {}
+        # ((class selectors, request selectors), node) -> the node's matching devices (for the count check).
+        self.matching: dict[tuple[tuple[tuple[str, ...], tuple[str, ...]], str], list[Candidate]] = {}
+        # (class selectors, request selectors) -> node -> number of matching devices; device -> its node.
+        self.match_counts: dict[
+            tuple[tuple[str, ...], tuple[str, ...]], tuple[dict[str, int], dict[DeviceId, str]]
+        ] = {}
         ordered: list[tuple[tuple[str, str], int, Candidate]] = []
         for order, spec in enumerate(specs):
             driver = str(spec.get("driver") or "")
@@ -89,7 +100,10 @@ class Pools:
                 self.shared.append(cand)
 
     def for_node(self, node_name: str, node_matches: NodeMatcher) -> list[Candidate]:
-        found = list(self.by_node.get(node_name, ()))
+        local = self.by_node.get(node_name, [])
+        if not self.shared:
+            return local  # already in pool order
+        found = list(local)
         for cand in self.shared:
             if cand.all_nodes or (cand.node_selector is not None and node_matches(cand.node_selector)):
                 found.append(cand)
@@ -189,12 +203,35 @@ def parse_claim(claim: Mapping[str, Any], classes: Mapping[str, Mapping[str, Any
     return _Claim(claim, requests, constraints, class_configs)
 
 
-@dataclass(slots=True)
 class Allocation:
-    """What Filter found for one node: the allocation result per claim, and the score of the choices."""
+    """What Filter found for one node: the devices picked per claim and the score of the choices. The
+    ``status.allocation`` objects are built on first use (Reserve needs them for one node, Filter finds many)."""
 
-    results: list[dict[str, Any]]
-    score: int
+    __slots__ = ("_allocator", "_node", "_picks", "_results", "score")
+
+    def __init__(
+        self,
+        allocator: Allocator,
+        node_name: str,
+        picks: list[list[tuple[_Alternative, list[Candidate]]]],
+        score: int,
+    ) -> None:
+        self._allocator = allocator
+        self._node = node_name
+        self._picks = picks
+        self._results: list[dict[str, Any]] | None = None
+        self.score = score
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        """One ``status.allocation`` per claim, in the order the claims were given."""
+        if self._results is None:
+            a = self._allocator
+            self._results = [
+                a._result(claim, picks, self._node)
+                for claim, picks in zip(a.claims, self._picks, strict=True)
+            ]
+        return self._results
 
 
 class Allocator:
@@ -210,9 +247,79 @@ class Allocator:
         self.claims = [parse_claim(c, classes) for c in claims]
         self.allocated = allocated
         self.pools = pools
-        # (alternative selectors, device id) -> matches; CEL is the expensive part, nodes repeat device classes.
-        self._match: dict[tuple[tuple[str, ...], tuple[str, ...], DeviceId], bool] = {}
+        self._match = pools.matches
         self._classes = classes
+        # The common shape: every request asks ExactCount devices of one kind (same selectors), no constraints,
+        # no alternatives. Then a node fits exactly when it has that many free matching devices, a count Filter
+        # takes without searching; the devices are picked for the chosen node only.
+        self.count_only: tuple[_Alternative, int] | None = None
+        alts = [r.alternatives[0] for c in self.claims for r in c.requests if len(r.alternatives) == 1]
+        simple = (
+            alts
+            and len(alts) == sum(len(c.requests) for c in self.claims)
+            and not any(c.constraints for c in self.claims)
+            and all(a.mode == "ExactCount" for a in alts)
+            and len({(a.class_selectors, a.selectors) for a in alts}) == 1
+        )
+        if simple:
+            self.count_only = (alts[0], sum(a.count for a in alts))
+
+    def free_counts(self, index: Mapping[str, int], size: int) -> np.ndarray:
+        """Free matching devices per node slot (``index``: node name -> slot), for the ``count_only`` shape with
+        node-local devices only: one pass over the nodes with devices and one over the allocated devices."""
+        assert self.count_only is not None
+        alt, _ = self.count_only
+        key = (alt.class_selectors, alt.selectors)
+        found = self.pools.match_counts.get(key)
+        if found is None:
+            per_node: dict[str, int] = {}
+            node_of: dict[DeviceId, str] = {}  # matching devices only
+            for name, cands in self.pools.by_node.items():
+                matching = [d for d in cands if self._matches(alt, d)]
+                self.pools.matching[(key, name)] = matching
+                if matching:
+                    per_node[name] = len(matching)
+                    node_of.update((d.id, name) for d in matching)
+            found = self.pools.match_counts[key] = (per_node, node_of)
+        per_node, node_of = found
+        counts = np.zeros(size, dtype=np.int64)
+        for name, n in per_node.items():
+            slot = index.get(name)
+            if slot is not None:
+                counts[slot] = n
+        for dev in self.allocated:
+            owner = node_of.get(dev)
+            if owner is not None:
+                taken = index.get(owner)
+                if taken is not None:
+                    counts[taken] -= 1
+        return counts
+
+    def fits(self, node_name: str, node_matches: NodeMatcher) -> bool:
+        """Whether ``allocate`` would succeed, by counting (only when ``count_only`` is set)."""
+        assert self.count_only is not None
+        alt, need = self.count_only
+        if self.pools.shared:
+            devices = [d for d in self.pools.for_node(node_name, node_matches) if self._matches(alt, d)]
+        else:
+            key = ((alt.class_selectors, alt.selectors), node_name)
+            found = self.pools.matching.get(key)
+            if found is None:
+                found = [d for d in self.pools.by_node.get(node_name, ()) if self._matches(alt, d)]
+                self.pools.matching[key] = found
+            devices = found
+        if len(devices) < need:
+            return False
+        allocated = self.allocated
+        if not allocated:
+            return True
+        free = 0
+        for d in devices:
+            if d.id not in allocated:
+                free += 1
+                if free >= need:
+                    return True
+        return False
 
     def _matches(self, alt: _Alternative, cand: Candidate) -> bool:
         key = (alt.class_selectors, alt.selectors, cand.id)
@@ -246,14 +353,12 @@ class Allocator:
         chosen: list[list[tuple[_Alternative, list[Candidate]]]] = [[] for _ in self.claims]
         if not self._search(0, 0, devices, picked, chosen):
             return None
-        results: list[dict[str, Any]] = []
         score = 0
         for claim, picks in zip(self.claims, chosen, strict=True):
-            results.append(self._result(claim, picks, node_name))
             for req, (alt, _) in zip(claim.requests, picks, strict=True):
                 if req.first_available:
                     score += MAX_FIRST_AVAILABLE - alt.index
-        return Allocation(results, score)
+        return Allocation(self, node_name, chosen, score)
 
     def _search(
         self,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -146,7 +146,64 @@ class _State:
     has_first_available: bool
     node_allocations: dict[str, Allocation] = field(default_factory=dict)
     unavailable: set[int] = field(default_factory=set)  # allocated claims that did not fit some node
+    feasible: set[str] = field(default_factory=set)  # nodes that passed the count check (count_only)
+    masks: dict[bytes, np.ndarray] = field(default_factory=dict)  # node selector -> node mask, this cycle
     reserved: dict[int, dict[str, Any]] = field(default_factory=dict)  # index -> allocation (Reserve)
+
+
+def _node_matcher(
+    nodes: NodeTable, slot: int, masks: dict[bytes, np.ndarray]
+) -> Callable[[Mapping[str, Any]], bool]:
+    """Does a slice's node selector select the node in ``slot``? (masks cached per selector for the cycle)"""
+
+    def matches(raw: Mapping[str, Any]) -> bool:
+        sel = NodeSelector(raw)
+        mask = masks.get(sel.key[1])
+        if mask is None:
+            mask = masks[sel.key[1]] = sel.node_mask(nodes)
+        return bool(mask[slot])
+
+    return matches
+
+
+def _filter_by_counts(
+    s: _State, allocator: Allocator, need: int, nodes: NodeTable, idx: np.ndarray, bits: np.ndarray
+) -> None:
+    """Vectorised: free matching devices per node against the number the claims need; the devices themselves
+    are picked at Reserve, for the chosen node only."""
+    live = bits == 0
+    ok = allocator.free_counts(nodes.index, nodes.capacity)[idx] >= need
+    bits[live & ~ok] = 2
+    names = nodes.names
+    s.feasible.update(names[slot] or "" for slot in idx[live & ok].tolist())
+
+
+def _filter_by_search(
+    s: _State, allocator: Allocator, nodes: NodeTable, idx: np.ndarray, bits: np.ndarray
+) -> None:
+    """Node by node: the allocator's search (constraints, alternatives, All, devices shared between nodes)."""
+    names = nodes.names
+    pools = allocator.pools
+    counting = allocator.count_only is not None
+    for pos, slot in enumerate(idx.tolist()):
+        if bits[pos]:
+            continue
+        node_name = names[slot] or ""
+        if not pools.has_devices_for(node_name):
+            bits[pos] = 2
+            continue
+        matches = _node_matcher(nodes, slot, s.masks)
+        if counting:
+            if allocator.fits(node_name, matches):
+                s.feasible.add(node_name)
+            else:
+                bits[pos] = 2
+            continue
+        found = allocator.allocate(node_name, matches)
+        if found is None:
+            bits[pos] = 2
+        else:
+            s.node_allocations[node_name] = found
 
 
 class DynamicResources:
@@ -256,33 +313,15 @@ class DynamicResources:
             if not ok.all():
                 bits[~ok] = 1
                 s.unavailable.add(i)
-        if s.allocator is not None:
-            masks: dict[bytes, np.ndarray] = {}
-
-            names = nodes.names
-            pools = s.allocator.pools
-            for pos, slot in enumerate(idx.tolist()):
-                if bits[pos]:
-                    continue
-                node_name = names[slot] or ""
-
-                def matches(raw: Mapping[str, Any], slot: int = slot) -> bool:
-                    sel = NodeSelector(raw)
-                    mask = masks.get(sel.key[1])
-                    if mask is None:
-                        mask = masks[sel.key[1]] = sel.node_mask(nodes)
-                    return bool(mask[slot])
-
-                found = None
-                if pools.has_devices_for(node_name):
-                    try:
-                        found = s.allocator.allocate(node_name, matches)
-                    except AllocationError as e:
-                        raise RuntimeError(str(e)) from None
-                if found is None:
-                    bits[pos] = 2
+        allocator = s.allocator
+        if allocator is not None:
+            try:
+                if allocator.count_only is not None and not allocator.pools.shared:
+                    _filter_by_counts(s, allocator, allocator.count_only[1], nodes, idx, bits)
                 else:
-                    s.node_allocations[node_name] = found
+                    _filter_by_search(s, allocator, nodes, idx, bits)
+            except AllocationError as e:
+                raise RuntimeError(str(e)) from None
         if not bits.any():
             return Filtered.all_pass(len(idx))
         return Filtered(bits, (NOT_AVAILABLE_ON_NODE, CANNOT_ALLOCATE), (True, True))
@@ -361,6 +400,14 @@ class DynamicResources:
         if s is None or not s.to_allocate:
             return Status.success()
         found = s.node_allocations.get(node_name)
+        if found is None and node_name in s.feasible and s.allocator is not None:
+            nodes = self.handle.nodes
+            slot = nodes.index.get(node_name)
+            if slot is not None:
+                try:
+                    found = s.allocator.allocate(node_name, _node_matcher(nodes, slot, s.masks))
+                except AllocationError as e:
+                    return Status(Code.ERROR, [str(e)], NAME)
         if found is None:
             return Status(Code.ERROR, [f'internal error, have no allocation for node "{node_name}"'], NAME)
         for i, allocation in zip(s.to_allocate, found.results, strict=True):
