@@ -88,6 +88,13 @@ def run(args: argparse.Namespace) -> int:
     if args.retries < 1 or args.retries > 10:
         print("kubesched takeover: --retries must be between 1 and 10", file=sys.stderr)
         return 2
+    for flag, text in (("--selector", args.selector), ("--default-selector", args.default_selector)):
+        if text:
+            try:
+                _selector(text, flag)  # checked before anything is contacted
+            except OpsError as e:
+                print(f"kubesched takeover: {e}", file=sys.stderr)
+                return 2
     return run_command("takeover", lambda: _main(args))
 
 

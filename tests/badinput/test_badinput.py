@@ -34,6 +34,7 @@ def _annot(*args: str) -> list[str]:
 
 
 OK_CLUSTER = HERE / "ok-cluster.yaml"
+UNREACHABLE = HERE / "unreachable.kubeconfig"  # valid, pointing at a closed port
 # The error line names the file, unless another word says better what is wrong.
 CONFIG_WORDS = {"dynamic-missing-policy": "/nonexistent/policy.yaml", "qps-nan": "qps"}
 SIMULATE_CONFIGS = (
@@ -152,6 +153,21 @@ CASES: dict[str, tuple[list[str], str]] = {
     "cluster-node-cpu-bad": (["cluster", "up", "--port", "0", "--node-cpu", "4x"], "4x"),
     "cluster-nodes-negative": (["cluster", "up", "--nodes=-3"], "--nodes"),
     "dashboard-port-99999": (["dashboard", "--port", "99999"], "--port"),
+    "doctor-kubeconfig-clusters-5": (
+        ["doctor", "--kubeconfig", str(KC / "clusters-5.yaml")],
+        "clusters-5.yaml",
+    ),
+    "takeover-kubeconfig-users": (["takeover", "--kubeconfig", str(KC / "users-list-of-int.yaml")], "users"),
+    "takeover-selector-bad": (
+        ["takeover", "--kubeconfig", str(UNREACHABLE), "--selector", "app in (a"],
+        "--selector",
+    ),
+    "takeover-lease-bad": (["takeover", "--lease", "no-slash"], "--lease"),
+    "chaos-duration-word": (["chaos", "--duration", "forever"], "--duration"),
+    "chaos-workload-bad": (
+        ["chaos", "--kubeconfig", str(UNREACHABLE), "--duration", "10s", "--workload", "pod"],
+        "--workload",
+    ),
     "bench-scale-word": (["bench", "--scale", "many"], "many"),
     # Found by this corpus in code other engineers own; strict xfail, so each flips red once fixed.
     "cluster-port-99999": (["cluster", "up", "--port", "99999"], "--port"),
