@@ -228,3 +228,29 @@ def test_simulated_driver_objects() -> None:
         {"cel": {"expression": 'device.driver == "gpu.kubesched.io"'}}
     ]
     assert devices.publish(api, ["node-0"], devices.GpuShape(0)) == 0
+
+
+def test_kubectl_columns_of_claims_and_slices() -> None:
+    from datetime import UTC, datetime
+
+    from kubesched.cluster.kinds import STRATEGIES
+    from kubesched.cluster.kinds.resource import claim_state
+
+    pending: Obj = {"metadata": {"name": "c"}, "status": {}}
+    allocated: Obj = {"metadata": {"name": "c"}, "status": {"allocation": {"devices": {}}}}
+    reserved: Obj = {"metadata": {"name": "c"}, "status": {"allocation": {}, "reservedFor": [{"name": "p"}]}}
+    reserved["status"]["allocation"] = {"devices": {}}
+    deleting: Obj = {"metadata": {"name": "c", "deletionTimestamp": "x"}, "status": {"allocation": {"a": 1}}}
+    assert [claim_state(o) for o in (pending, allocated, reserved, deleting)] == [
+        "pending",
+        "allocated",
+        "allocated,reserved",
+        "deleted,allocated,deallocating",
+    ]
+    now = datetime.now(UTC)
+    slice_strategy = STRATEGIES[("resource.k8s.io", "resourceslices")]
+    assert [c["name"] for c in slice_strategy.columns or ()] == ["Name", "Node", "Driver", "Pool", "Age"]
+    row = slice_strategy.print_row(devices.gpu_slice("node-0", devices.GpuShape(1)), now)
+    assert row[:4] == ["node-0-gpu.kubesched.io", "node-0", "gpu.kubesched.io", "node-0"]
+    claim_strategy = STRATEGIES[("resource.k8s.io", "resourceclaims")]
+    assert claim_strategy.print_row(reserved, now)[:2] == ["c", "allocated,reserved"]

@@ -184,6 +184,10 @@ def test_deployment_fills_the_free_gpus_and_leaves_the_rest_pending(
             else:
                 assert not (claim.get("status") or {}).get("allocation")
         assert len(devices_seen) == free
+        table = kubectl("get", "resourceclaims", "-n", NS).stdout.splitlines()
+        assert table[0].split() == ["NAME", "STATE", "AGE"]
+        states = sorted(line.split()[1] for line in table[1:])
+        assert states == ["allocated,reserved"] * free + ["pending"] * (REPLICAS - free)
 
         # Deleting a running pod frees its GPU: its claim is deleted with it, a pending pod takes the device.
         victim = next(p for p in pods if p["spec"].get("nodeName"))
