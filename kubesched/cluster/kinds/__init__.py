@@ -7,7 +7,8 @@ Where each kind's behaviour lives:
   binding subresource
 - ``nodes.py``, ``namespaces.py`` (with the namespace lifecycle), ``services.py``, ``events.py`` (two views),
   ``leases.py``, ``configmaps.py`` (and Secrets), ``workloads.py`` (apps/v1, ReplicationControllers),
-  ``priorityclasses.py``, ``customresourcedefinitions.py``, ``customresources.py``
+  ``priorityclasses.py``, ``customresourcedefinitions.py``, ``customresources.py``, ``resource.py``
+  (resource.k8s.io printer columns)
 - ``strategy.py`` the hooks and the plain kind's behaviour; ``printing.py`` helpers of the table printers
 """
 
@@ -25,6 +26,7 @@ from kubesched.cluster.kinds import (
     pods,
     priorityclasses,
     rbac,
+    resource,
     services,
     storage,
     workloads,
@@ -52,6 +54,8 @@ STRATEGIES: dict[tuple[str, str], Strategy] = {
     ("coordination.k8s.io", "leases"): leases.STRATEGY,
     ("policy", "poddisruptionbudgets"): disruptionbudgets.STRATEGY,
     ("scheduling.k8s.io", "priorityclasses"): priorityclasses.STRATEGY,
+    ("resource.k8s.io", "resourceclaims"): resource.CLAIM,
+    ("resource.k8s.io", "resourceslices"): resource.SLICE,
     ("storage.k8s.io", "storageclasses"): storage.STORAGE_CLASS,
     ("", "persistentvolumes"): storage.PERSISTENT_VOLUME,
     ("", "persistentvolumeclaims"): storage.PERSISTENT_VOLUME_CLAIM,
