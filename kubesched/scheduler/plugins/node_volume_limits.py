@@ -49,6 +49,7 @@ class NodeVolumeLimits:
         self.lister = lister_of(handle)
         self.usage: VolumeUsage = handle.singletons.get(VolumeUsage) if handle is not None else VolumeUsage()
         self._limits: dict[str, tuple[tuple[int, int, int], np.ndarray]] = {}
+        self._limited: dict[str, bool] = {}  # driver -> some node declares a limit for it
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [
@@ -84,6 +85,7 @@ class NodeVolumeLimits:
             if count is not None:
                 arr[slot] = count
         self._limits[driver] = (stamp, arr)
+        self._limited[driver] = bool((arr >= 0).any())
         return arr
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> Filtered:
@@ -94,19 +96,27 @@ class NodeVolumeLimits:
         by_driver: dict[str, set[str]] = {}
         for driver, key in new:
             by_driver.setdefault(driver, set()).add(key)
-        bad = np.zeros(len(idx), dtype=bool)
+        bad: np.ndarray | None = None
         for driver, keys in by_driver.items():
-            limit = self.limits(driver, nodes)[idx]
-            limited = limit >= 0
-            if not limited.any():
-                continue
-            attached = self.usage.counts(driver, nodes.capacity)[idx]
-            already = np.zeros(nodes.capacity, dtype=np.int64)
+            all_limits = self.limits(driver, nodes)
+            if not self._limited.get(driver, False):
+                continue  # no node declares a limit for this driver
+            limit = all_limits[idx]
+            over = (limit >= 0) & (self.usage.counts(driver, nodes.capacity)[idx] + len(keys) > limit)
+            # Volumes of the pod already attached to a node do not count twice there: re-check those nodes.
+            already: dict[int, int] = {}
             for key in keys:
                 for slot in self.usage.attachment_slots.get((driver, key), ()):
-                    if slot < len(already):
-                        already[slot] += 1
-            bad |= limited & (attached + len(keys) - already[idx] > limit)
+                    already[slot] = already.get(slot, 0) + 1
+            for slot, n in already.items():
+                for pos in np.flatnonzero(idx == slot).tolist():
+                    if over[pos]:
+                        over[pos] = (
+                            self.usage.counts(driver, nodes.capacity)[slot] + len(keys) - n > limit[pos]
+                        )
+            bad = over if bad is None else bad | over
+        if bad is None:
+            return Filtered.all_pass(len(idx))
         if not bad.any():
             return Filtered.all_pass(len(idx))
         return Filtered.from_mask(~bad, REASON)

@@ -198,12 +198,14 @@ class Binder:
         self._selectors: OrderedDict[tuple[str, str, str], NodeSelector | None] = OrderedDict()
 
     def _selector(self, kind: str, obj: Obj, raw: Obj | None) -> NodeSelector | None:
+        if raw is None:
+            return None
         meta = obj.get("metadata") or {}
         key = (kind, str(meta.get("name") or ""), str(meta.get("resourceVersion") or id(obj)))
         if key in self._selectors:
             self._selectors.move_to_end(key)
             return self._selectors[key]
-        sel = NodeSelector(raw) if raw is not None else None
+        sel = NodeSelector(raw)
         self._selectors[key] = sel
         if len(self._selectors) > 4096:
             self._selectors.popitem(last=False)
