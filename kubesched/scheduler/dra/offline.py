@@ -9,7 +9,6 @@ waits at PreEnqueue, as in a cluster).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from typing import Any
 
 from kubesched.scheduler.dra.objects import DraObjects
@@ -23,7 +22,7 @@ def _suffix(seed: str) -> str:
     return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
 
 
-def instantiate_claims(objects: DraObjects, pod: Mapping[str, Any]) -> Mapping[str, Any]:
+def instantiate_claims(objects: DraObjects, pod: dict[str, Any]) -> dict[str, Any]:
     """``pod`` with claims created for its templates (the same object when there is nothing to do)."""
     spec = pod.get("spec") or {}
     wanted = [pc for pc in spec.get("resourceClaims") or () if pc.get("resourceClaimTemplateName")]
