@@ -557,7 +557,7 @@ class ClusterApi:
                 raise errors.unsupported_media_type(ctype)
             if not isinstance(patch_body, dict):
                 raise errors.bad_request("the strategic merge patch must be an object")
-            new = patch.strategic_merge_patch(current, patch_body, rtype.kind)
+            new = patch.strategic_merge_patch(current, patch_body, rtype.kind, rtype.api_version)
         else:
             raise errors.unsupported_media_type(ctype)
         if not isinstance(new, dict):

@@ -135,7 +135,7 @@ class _Deleted:
 _DELETED = _Deleted()
 
 
-def strategic_merge_patch(obj: Obj, patch: Obj, kind: str) -> Obj:
+def strategic_merge_patch(obj: Obj, patch: Obj, kind: str, api_version: str = "") -> Obj:
     """Apply a strategic merge patch to a built-in object of ``kind``.
 
     Lists of objects with a patch merge key merge item by item, ``metadata.finalizers``-style scalar lists merge
@@ -149,7 +149,7 @@ def strategic_merge_patch(obj: Obj, patch: Obj, kind: str) -> Obj:
     """
     _require_object(obj, "the object to patch")
     _require_object(patch, "a strategic merge patch")
-    result = _smp_map(_copy(obj), _copy(patch), schema_for(kind), "")
+    result = _smp_map(_copy(obj), _copy(patch), schema_for(kind, api_version=api_version), "")
     if not isinstance(result, dict):
         raise errors.bad_request("$patch: delete cannot delete the whole object; use DELETE")
     return result
@@ -1082,7 +1082,7 @@ def server_side_apply(
     if meta and meta.get("managedFields"):
         raise errors.bad_request("metadata.managedFields must be nil")
 
-    schema = schema_for(kind, builtin=builtin)
+    schema = schema_for(kind, builtin=builtin, api_version=api_version)
     root = Field(of=schema)
     current, managed = _split_managed_fields(live if live is not None else {})
     entries = _decode_entries(_copy(managed))  # entries end up in the result: no sharing with ``live``
@@ -1161,7 +1161,7 @@ def record_update(
         entries = _decode_entries(_copy(live_managed))
 
     kind = kind or str(result.get("kind") or "")
-    schema = schema_for(kind, builtin=builtin and bool(kind))
+    schema = schema_for(kind, builtin=builtin and bool(kind), api_version=api_version)
     changed, removed = _changes(before, result, schema, _PLAIN_STRUCTS)
     if changed or removed:
         identity = (manager, "Update", subresource, api_version)

@@ -1,19 +1,26 @@
 """Patch metadata of the built-in kinds: which lists merge by key, which are sets, which values are atomic.
 
-It mirrors the markers on the upstream Go types (k8s.io/api ``patchStrategy``/``patchMergeKey`` for strategic
-merge patch; ``listType``/``listMapKey``/``structType``/``mapType`` for server-side apply), only where a field
-differs from the defaults:
+Read from Kubernetes' published definitions (``schema/published.py``), which carry the markers of the upstream Go
+types: ``x-kubernetes-patch-strategy``/``x-kubernetes-patch-merge-key`` for strategic merge patch,
+``x-kubernetes-list-type``/``x-kubernetes-list-map-keys``/``x-kubernetes-map-type`` for server-side apply. A
+kind's tree holds only the fields that differ from the defaults:
 
 - objects merge field by field (both engines);
 - lists are replaced whole by a strategic merge patch, and are atomic (owned as one field) for server-side apply.
 
-Custom resources get only the ``metadata`` part (their lists are atomic).
+Custom resources get only the ``metadata`` part (their lists are atomic). Trees are built once per kind, on first
+use, and shared (recursive definitions point back at themselves).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from kubesched.cluster.schema import definition_for, definitions
+from kubesched.cluster.schema.published import ref_name
 
 Schema = Mapping[str, "Field"]
 
@@ -39,126 +46,98 @@ ATOMIC = Field(atomic=True)
 EMPTY: Schema = {}
 
 
-def keyed(key: str, *more_keys: str, of: Schema | None = None, item_atomic: bool = False) -> Field:
-    """A list of objects merged by ``key`` (SMP) and keyed by ``key`` plus ``more_keys`` (SSA)."""
-    return Field(merge_key=key, list_keys=(key, *more_keys), of=of, item_atomic=item_atomic)
-
-
-def keyed_for_apply(*keys: str, of: Schema | None = None) -> Field:
-    """A list that is a map for server-side apply but replaced whole by a strategic merge patch."""
-    return Field(list_keys=keys, of=of)
-
-
-def obj(of: Schema, *, atomic: bool = False) -> Field:
-    return Field(of=of, atomic=atomic)
-
-
-SCALAR_SET = Field(merge_set=True, list_set=True)
-
 # Defaults that upstream fills for list-map key fields a client may omit (server-side apply keys items by them).
 LIST_KEY_DEFAULTS: Mapping[str, object] = {"protocol": "TCP"}
 
-OBJECT_META: Schema = {
-    "finalizers": SCALAR_SET,
-    "ownerReferences": keyed("uid", item_atomic=True),
-}
-
-LABEL_SELECTOR = ATOMIC
-CONDITIONS = keyed("type")
-
-_ENV_VAR: Schema = {
-    "valueFrom": obj(
-        {
-            "configMapKeyRef": ATOMIC,
-            "secretKeyRef": ATOMIC,
-            "fieldRef": ATOMIC,
-            "resourceFieldRef": ATOMIC,
-            "fileKeyRef": ATOMIC,
-        }
-    )
-}
-
-CONTAINER: Schema = {
-    "ports": keyed("containerPort", "protocol"),
-    "env": keyed("name", of=_ENV_VAR),
-    "volumeMounts": keyed("mountPath"),
-    "volumeDevices": keyed("devicePath"),
-    "resources": obj({"claims": keyed_for_apply("name")}),
-}
-
-POD_SPEC: Schema = {
-    "volumes": keyed("name"),  # upstream adds retainKeys: handled wherever a patch carries $retainKeys
-    "initContainers": keyed("name", of=CONTAINER),
-    "containers": keyed("name", of=CONTAINER),
-    "ephemeralContainers": keyed("name", of=CONTAINER),
-    "imagePullSecrets": keyed("name", item_atomic=True),
-    "hostAliases": keyed("ip"),
-    "topologySpreadConstraints": keyed(
-        "topologyKey", "whenUnsatisfiable", of={"labelSelector": LABEL_SELECTOR}
-    ),
-    "schedulingGates": keyed("name"),
-    "resourceClaims": keyed("name"),
-    "nodeSelector": ATOMIC,
-    "affinity": obj({"nodeAffinity": obj({"requiredDuringSchedulingIgnoredDuringExecution": ATOMIC})}),
-}
-
-POD_STATUS: Schema = {
-    "conditions": CONDITIONS,
-    "podIPs": keyed("ip"),
-    "hostIPs": Field(merge_key="ip"),  # atomic for server-side apply
-    "resourceClaimStatuses": keyed("name"),
-}
-
-POD_TEMPLATE_SPEC: Schema = {"metadata": obj(OBJECT_META), "spec": obj(POD_SPEC)}
+OBJECT_META_DEFINITION = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+_trees: dict[str, dict[str, Field]] = {}
 
 
-def _root(spec: Schema | None = None, status: Schema | None = None, **other: Field) -> Schema:
-    root: dict[str, Field] = {"metadata": obj(OBJECT_META)}
-    if spec is not None:
-        root["spec"] = obj(spec)
-    if status is not None:
-        root["status"] = obj(status)
-    root.update(other)
-    return root
+def _struct(name: str) -> dict[str, Field]:
+    """The non-default fields of one published struct (memoised before it is filled, so cycles close)."""
+    tree = _trees.get(name)
+    if tree is not None:
+        return tree
+    tree = {}
+    _trees[name] = tree
+    for key, prop in (definitions().get(name, {}).get("properties") or {}).items():
+        field = _field(prop)
+        if field != DEFAULT:
+            tree[key] = field
+    return tree
 
 
-# Deployment, ReplicaSet, StatefulSet, DaemonSet: an atomic selector, a pod template, conditions keyed by type.
-_WORKLOAD = _root(
-    {"selector": LABEL_SELECTOR, "template": obj(POD_TEMPLATE_SPEC)}, {"conditions": CONDITIONS}
-)
+def _resolve(prop: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    if "$ref" in prop:
+        name = ref_name(prop["$ref"])
+        return name, definitions().get(name) or {}
+    return "", prop
 
 
-_OBJECT_REFERENCE = ATOMIC  # ObjectReference is structType=atomic
-
-KINDS: Mapping[str, Schema] = {
-    "Pod": _root(POD_SPEC, POD_STATUS),
-    "PodTemplate": _root(template=obj(POD_TEMPLATE_SPEC)),
-    "Node": _root({"podCIDRs": SCALAR_SET}, {"conditions": CONDITIONS, "addresses": keyed("type")}),
-    "Service": _root({"ports": keyed("port", "protocol"), "selector": ATOMIC}, {"conditions": CONDITIONS}),
-    "Namespace": _root(status={"conditions": CONDITIONS}),
-    "ServiceAccount": _root(secrets=keyed("name", item_atomic=True)),
-    "PersistentVolumeClaim": _root(status={"conditions": CONDITIONS}),
-    "ReplicationController": _root(
-        {"selector": ATOMIC, "template": obj(POD_TEMPLATE_SPEC)}, {"conditions": CONDITIONS}
-    ),
-    "Deployment": _WORKLOAD,
-    "ReplicaSet": _WORKLOAD,
-    "StatefulSet": _WORKLOAD,
-    "DaemonSet": _WORKLOAD,
-    "Job": _root({"selector": LABEL_SELECTOR, "template": obj(POD_TEMPLATE_SPEC)}),
-    "CronJob": _root({"jobTemplate": obj({"spec": obj({"template": obj(POD_TEMPLATE_SPEC)})})}),
-    "PodDisruptionBudget": _root({"selector": Field(replace=True, atomic=True)}, {"conditions": CONDITIONS}),
-    # core/v1 and events.k8s.io/v1 events share a kind name; their reference fields are atomic ObjectReferences.
-    "Event": _root(involvedObject=_OBJECT_REFERENCE, regarding=_OBJECT_REFERENCE, related=_OBJECT_REFERENCE),
-    "Binding": _root(target=_OBJECT_REFERENCE),
-}
-
-# Kinds with nothing special outside metadata (ConfigMap, Secret, Lease, ...), and every custom resource.
-GENERIC: Schema = _root()
+def _primary_type(node: Mapping[str, Any]) -> Any:
+    kind = node.get("type")
+    if isinstance(kind, list):
+        return next((k for k in kind if k != "null"), None)
+    return kind
 
 
-def schema_for(kind: str, *, builtin: bool = True) -> Schema:
-    """The root schema of ``kind``; custom resources (``builtin=False``) only get the metadata rules."""
+def _field(prop: Mapping[str, Any]) -> Field:
+    name, node = _resolve(prop)
+    strategies = set(str(prop.get("x-kubernetes-patch-strategy") or "").split(","))
+    if "properties" in node:
+        of = _struct(name) if name else None
+        # patchStrategy=replace replaces the struct whole, and server-side apply owns it as one field.
+        replace = "replace" in strategies
+        atomic = (
+            node.get("x-kubernetes-map-type") == "atomic" or prop.get("x-kubernetes-map-type") == "atomic"
+        )
+        return Field(of=of or None, atomic=atomic or replace, replace=replace)
+    kind = _primary_type(node)
+    if kind == "array":
+        item_name, item = _resolve(prop.get("items") or {})
+        merge = "merge" in strategies
+        list_type = prop.get("x-kubernetes-list-type")
+        keys = tuple(prop.get("x-kubernetes-list-map-keys") or ()) if list_type == "map" else ()
+        if "properties" in item:
+            return Field(
+                merge_key=str(prop.get("x-kubernetes-patch-merge-key") or "") if merge else "",
+                list_keys=keys,
+                of=(_struct(item_name) if item_name else None) or None,
+                item_atomic=item.get("x-kubernetes-map-type") == "atomic",
+            )
+        return Field(merge_set=merge, list_set=list_type == "set")
+    if kind == "object" and prop.get("x-kubernetes-map-type") == "atomic":
+        return ATOMIC
+    return DEFAULT
+
+
+@functools.cache
+def _kind_tree(kind: str, api_version: str) -> Schema:
+    group, _, version = api_version.rpartition("/")
+    name = definition_for(group, version, kind) if api_version else None
+    if name is None:  # no apiVersion given: the core kind of that name, else any group's
+        name = definition_for("", "v1", kind)
+    if name is None:
+        name = next(
+            (
+                n
+                for n, d in definitions().items()
+                if any(g.get("kind") == kind for g in d.get("x-kubernetes-group-version-kind") or ())
+            ),
+            None,
+        )
+    return _struct(name) if name is not None else _generic()
+
+
+@functools.cache
+def _generic() -> Schema:
+    """Custom resources and unpublished kinds: only ``metadata`` is known."""
+    return {"metadata": Field(of=_struct(OBJECT_META_DEFINITION))}
+
+
+def schema_for(kind: str, *, builtin: bool = True, api_version: str = "") -> Schema:
+    """The root schema of ``kind`` (of ``api_version`` when given: core/v1 and events.k8s.io/v1 both have an
+    Event); custom resources (``builtin=False``) only get the metadata rules."""
     if not builtin:
-        return GENERIC
-    return KINDS.get(kind, GENERIC)
+        return _generic()
+    return _kind_tree(kind, api_version)
