@@ -173,3 +173,101 @@ def test_statefulset_volumes_follow_their_pods(cluster: tuple[ClusterProcess, Ku
         raise
     finally:
         sched.stop()
+
+
+def test_static_local_volume_binds_where_it_lives(cluster: tuple[ClusterProcess, Kubectl]) -> None:
+    """A WaitForFirstConsumer class without a provisioner: the scheduler picks the node of the one PV that fits,
+    writes its claimRef at PreBind, the PV controller completes the binding, the pod runs there."""
+    c, kubectl = cluster
+    objects = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "manual"},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "disk-on-node-4"},
+            "spec": {
+                "capacity": {"storage": "5Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "manual",
+                "local": {"path": "/mnt/disk"},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-4"]}
+                                ]
+                            }
+                        ]
+                    }
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "scratch", "namespace": NS},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "manual",
+                "resources": {"requests": {"storage": "2Gi"}},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "uses-scratch", "namespace": NS, "labels": {"app": "scratch"}},
+            "spec": {
+                "containers": [{"name": "c", "image": "busybox"}],
+                "volumes": [{"name": "s", "persistentVolumeClaim": {"claimName": "scratch"}}],
+            },
+        },
+    ]
+    sched = start_scheduler(c.kubeconfig, "--leader-elect=false")
+    try:
+        kubectl("create", "-f", "-", input="\n".join(json.dumps(o) for o in objects))
+        pods = wait_for("the pod Running", lambda: running_pods(kubectl, "scratch", 1))
+        assert pods["uses-scratch"]["spec"]["nodeName"] == "node-4"
+        pvc, pv = volume_of(kubectl, "scratch")
+        assert pv["metadata"]["name"] == "disk-on-node-4" and pv["status"]["phase"] == "Bound"
+        assert pv["spec"]["claimRef"]["uid"] == pvc["metadata"]["uid"]
+        assert pvc["status"]["phase"] == "Bound"
+        assert pvc["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
+        # A second claim of the class finds nothing left: the pod stays Pending with upstream's message.
+        second = [
+            {**objects[2], "metadata": {"name": "scratch-2", "namespace": NS}},
+            {
+                **objects[3],
+                "metadata": {"name": "wants-scratch", "namespace": NS, "labels": {"app": "scratch2"}},
+                "spec": {
+                    "containers": [{"name": "c", "image": "busybox"}],
+                    "volumes": [{"name": "s", "persistentVolumeClaim": {"claimName": "scratch-2"}}],
+                },
+            },
+        ]
+        kubectl("create", "-f", "-", input="\n".join(json.dumps(o) for o in second))
+
+        def unschedulable() -> str | None:
+            pod = get(kubectl, "pod", "wants-scratch", "-n", NS)
+            cond = next(
+                (x for x in pod["status"].get("conditions") or () if x["type"] == "PodScheduled"), None
+            )
+            return cond["message"] if cond and cond.get("reason") == "Unschedulable" else None
+
+        message = wait_for("wants-scratch Unschedulable", unschedulable)
+        assert message == (
+            f"0/{NODES} nodes are available: {NODES} node(s) didn't find available persistent volumes to bind. "
+            f"no new claims to deallocate, preemption: 0/{NODES} nodes are available: {NODES} Preemption is not "
+            "helpful for scheduling."
+        )
+    except BaseException:
+        print(sched.log()[-6000:])
+        raise
+    finally:
+        sched.stop()
