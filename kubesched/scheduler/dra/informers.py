@@ -1,8 +1,8 @@
 """The scheduler's informers for resource.k8s.io/v1 (started only when a profile enables DynamicResources).
 
-Each feeds ``DraObjects`` and reports the cluster event (``ResourceClaim``/``ResourceSlice``/``DeviceClass``
-``Add``/``Update``) the queue moves pods on; templates only matter to the ResourceClaim controller and
-PreEnqueue, so they raise no event.
+DeviceClasses, ResourceClaims and ResourceSlices, as kube-scheduler 1.36 watches them (not templates: the
+ResourceClaim controller turns those into claims, and the scheduler's RBAC role cannot read them). Each feeds
+``DraObjects`` and reports the cluster event (``Add``/``Update``) the queue moves pods on.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ API_VERSION = "resource.k8s.io/v1"
 KINDS = {
     "deviceclasses": "DeviceClass",
     "resourceclaims": "ResourceClaim",
-    "resourceclaimtemplates": "ResourceClaimTemplate",
     "resourceslices": "ResourceSlice",
 }
-_EVENTFUL = ("DeviceClass", "ResourceClaim", "ResourceSlice")
 
 
 def dra_informers(
@@ -34,13 +32,11 @@ def dra_informers(
 
         def added(obj: dict[str, Any], kind: str = kind) -> None:
             objects.upsert(kind, obj)
-            if kind in _EVENTFUL:
-                on_event(ClusterEvent(kind, "Add"))
+            on_event(ClusterEvent(kind, "Add"))
 
         def updated(old: dict[str, Any], new: dict[str, Any], kind: str = kind) -> None:
             objects.upsert(kind, new)
-            if kind in _EVENTFUL:
-                on_event(ClusterEvent(kind, "Update"))
+            on_event(ClusterEvent(kind, "Update"))
 
         def deleted(obj: dict[str, Any], kind: str = kind) -> None:
             objects.delete(kind, obj)

@@ -502,7 +502,16 @@ class DynamicResources:
                                 "finalizers": [*(cmeta.get("finalizers") or ()), FINALIZER],
                             },
                         }
-                        current = await client.replace(API, "resourceclaims", name, body, namespace=ns)
+                        try:
+                            current = await client.replace(API, "resourceclaims", name, body, namespace=ns)
+                        except ApiError as e:
+                            if e.status != 403:
+                                raise
+                            # A role with update on resourceclaims/status only (the bootstrap
+                            # system:kube-scheduler here): the allocation is still written, unprotected.
+                            log.warning(
+                                "DynamicResources: cannot add the finalizer to %s/%s: %s", ns, name, e
+                            )
                 status = dict(current.get("status") or {})
                 if allocation is not None:
                     status["allocation"] = allocation
