@@ -221,8 +221,15 @@ def test_scheduler_carries_on_across_an_api_server_restart(
         for node in placed.values():
             per_node[node] = per_node.get(node, 0) + 1
         assert sorted(per_node.values()) == [3, 3, 3, 3]
-        counts = scheduled_events(api, ns)
-        assert all(counts.get(f"new-{i}") == 1 for i in range(12)), counts
+        # The scheduler records its events in the background: wait for them, then none may be there twice.
+        counts = wait_for(
+            lambda: (
+                all(c.get(f"new-{i}") for i in range(12)) and c if (c := scheduled_events(api, ns)) else None
+            ),
+            120,
+            "a Scheduled event for every new pod",
+        )
+        assert all(counts[f"new-{i}"] == 1 for i in range(12)), counts
         assert sched.proc.poll() is None, sched.log()
     finally:
         sched.stop()
