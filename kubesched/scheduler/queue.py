@@ -921,6 +921,13 @@ class SchedulingQueue:
             strategy = self._worth_requeuing(entry, event)
             if strategy == "skip":
                 continue
+            if qpi.gated:
+                # PreEnqueue again, in place: a pod it still gates stays where it is (as upstream's move to
+                # activeQ would put it straight back). Each victim deletion of a preemption wakes every pod
+                # gated by DefaultPreemption; most still wait for their own victims.
+                self._run_pre_enqueue(entry)
+                if qpi.gated:
+                    continue
             self._remove_unschedulable(entry)
             queue = self._requeue(entry, strategy, label)
             woke |= queue == ACTIVE or (queue == BACKOFF and self.pop_from_backoff)

@@ -14,15 +14,17 @@ rejects nothing and its bits are not inspected; a Score plugin whose results are
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import inspect
+import itertools
 import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -846,7 +848,7 @@ class Framework:
         for rej in rejections:
             diagnosis.plugins.add(rej.plugin)
             for status, slots in _group_statuses(rej):
-                _record(diagnosis, [names[s] or "" for s in slots.tolist()], status)
+                _record(diagnosis, _names_of(table, slots), status)
         for slot, status in late:
             diagnosis.plugins.add(status.plugin)
             _record(diagnosis, [names[slot] or ""], status)
@@ -1009,33 +1011,37 @@ def _group_statuses(rej: _Rejections) -> list[tuple[Status, np.ndarray]]:
     ]
 
 
-def _record(diagnosis: NodeToStatus, names: list[str], status: Status) -> None:
-    by_node = diagnosis.by_node
-    for name in names:
-        by_node[name] = status
+def _record(diagnosis: NodeToStatus, names: Iterable[str], status: Status) -> None:
+    diagnosis.by_node.update(zip(names, itertools.repeat(status)))
 
 
 def _tally(diagnosis: NodeToStatus) -> NodeToStatus:
-    """Fill ``counts`` and ``unresolvable_nodes`` from ``by_node`` (statuses are shared, so group by identity)."""
-    groups: dict[int, tuple[Status, list[str]]] = {}
-    for name, status in diagnosis.by_node.items():
-        entry = groups.get(id(status))
-        if entry is None:
-            groups[id(status)] = (status, [name])
-        else:
-            entry[1].append(name)
+    """Fill ``counts`` and ``unresolvable_nodes`` from ``by_node``. Statuses are shared by the nodes a plugin
+    rejected alike, so they are grouped by identity, counted in C (thousands of nodes per failed cycle)."""
+    by_node = diagnosis.by_node
+    values = by_node.values()
+    sizes = collections.Counter(map(id, values))  # in order of first appearance
+    distinct = dict(zip(map(id, values), values, strict=True))
     counts = diagnosis.counts
-    for status, names in groups.values():
+    unresolvable: set[int] = set()
+    for key, n in sizes.items():
+        status = distinct[key]
         for reason in status.reasons:
-            counts[reason] = counts.get(reason, 0) + len(names)
+            counts[reason] = counts.get(reason, 0) + n
         if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-            diagnosis.unresolvable_nodes.update(names)
+            unresolvable.add(key)
+    if unresolvable:
+        diagnosis.unresolvable_nodes.update(name for name, st in by_node.items() if id(st) in unresolvable)
     return diagnosis
 
 
 def _mark_all(diagnosis: NodeToStatus, table: NodeTable, slots: np.ndarray, status: Status) -> None:
-    names = table.names
-    _record(diagnosis, [names[s] or "" for s in slots.tolist()], status)
+    _record(diagnosis, _names_of(table, slots), status)
+
+
+def _names_of(table: NodeTable, slots: np.ndarray) -> list[str]:
+    """The names of live ``slots`` (a C-level map: failed cycles name thousands of nodes)."""
+    return cast("list[str]", list(map(table.names.__getitem__, slots.tolist())))
 
 
 __all__ = [

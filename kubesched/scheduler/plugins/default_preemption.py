@@ -39,6 +39,7 @@ Other ``Handle`` fields read: ``pdbs`` (a lister of PodDisruptionBudget objects;
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import time
@@ -46,6 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pydantic import StrictInt
 
 from kubesched.apimachinery.timefmt import now_rfc3339
@@ -398,10 +400,7 @@ class DefaultPreemption:
     ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
         """(candidates, status of each dry-run node that is not one, error messages)."""
         # Slots in ascending order whose node preemption may help (one pass over the statuses, not the nodes).
-        index = nodes.index
-        unschedulable = Code.UNSCHEDULABLE
-        found = [index.get(name) for name, status in statuses.by_node.items() if status.code == unschedulable]
-        potential = sorted(slot for slot in found if slot is not None)
+        potential = potential_slots(nodes, statuses)
         if not potential:
             return [], {}, []
         pdbs = self.list_pdbs()
@@ -711,6 +710,25 @@ class DefaultPreemption:
         task = asyncio.get_running_loop().create_task(coro, name=what)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def potential_slots(nodes: NodeTable, statuses: NodeToStatus) -> list[int]:
+    """Slots, ascending, of the nodes rejected as UNSCHEDULABLE (preemption may help there; upstream's
+    ``nodesWherePreemptionMightHelp``). Statuses are shared per reason, so they are classified once each and
+    the thousands of names mapped in C."""
+    by_node = statuses.by_node
+    values = by_node.values()
+    distinct = dict(zip(map(id, values), values, strict=True))
+    helpful = {key for key, st in distinct.items() if st.code == Code.UNSCHEDULABLE}
+    if not helpful:
+        return []
+    if len(helpful) == len(distinct):
+        names: Any = by_node.keys()
+    else:
+        names = [name for name, st in by_node.items() if id(st) in helpful]
+    found = np.fromiter(map(nodes.index.get, names, itertools.repeat(-1)), dtype=np.intp)
+    slots: list[int] = np.sort(found[found >= 0]).tolist()
+    return slots
 
 
 def _always(nodes: NodeTable, slot: int, victim: PodInfo, preemptor: PodInfo) -> bool:
