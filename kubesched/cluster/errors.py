@@ -94,7 +94,9 @@ def stale(resource: str, name: str, group: str = "") -> ApiError:
 
 
 def invalid(kind: str, name: str, causes: list[dict[str, str]], group: str = "") -> ApiError:
-    """422 Invalid. ``causes`` are ``{"reason", "message", "field"}`` dicts; the message joins them as upstream."""
+    """422 Invalid. ``causes`` are ``{"reason", "message", "field"}`` dicts; the message joins them as upstream,
+    after the qualified kind (``Deployment.apps "web" is invalid: ...``; kubectl shows ``The Deployment ...``
+    from the details)."""
     parts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes]
     if len(parts) == 1:
         summary = parts[0]
@@ -103,7 +105,7 @@ def invalid(kind: str, name: str, causes: list[dict[str, str]], group: str = "")
     return ApiError(
         422,
         "Invalid",
-        f'{kind} "{name}" is invalid: {summary}',
+        f'{qualified(kind, group)} "{name}" is invalid: {summary}',
         details=_details(name, kind, group, causes=causes),
     )
 
