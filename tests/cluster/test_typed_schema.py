@@ -228,6 +228,13 @@ def test_depth_is_bounded() -> None:
     assert bodies.parse_json(ok)
 
 
+def test_large_documents_without_aliases_are_not_aliasing() -> None:
+    flat = b"".join(f"k{i}: v\n".encode() for i in range(50_000))
+    assert len(bodies.parse_yaml(flat)) == 50_000
+    nested = b"a:\n" + b"".join(f"  - [{i}, {i}, {i}]\n".encode() for i in range(20_000))
+    assert len(bodies.parse_yaml(nested)["a"]) == 20_000
+
+
 def test_aliases_may_share_but_not_explode() -> None:
     shared = b"a: &x {k: v}\nb: *x\nc: *x\n"
     assert bodies.parse_yaml(shared) == {"a": {"k": "v"}, "b": {"k": "v"}, "c": {"k": "v"}}

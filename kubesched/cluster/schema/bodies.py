@@ -84,13 +84,15 @@ class _Walk:
     def __init__(self, *, convert_keys: bool) -> None:
         self.convert_keys = convert_keys
         self.memo: dict[int, tuple[int, int]] = {}  # id -> (expanded nodes, height)
+        self.distinct = 0  # nodes as written in the document (a shared subtree counts once)
         self.active: set[int] = set()
         self.keep: list[Any] = []  # holds converted containers alive so their ids stay unique
 
     def run(self, value: Any) -> Any:
         out, nodes, _height = self._visit(value, 0)
-        distinct = len(self.memo)
-        if nodes > _MAX_NODES or (nodes > _ALIAS_FLOOR and nodes > MAX_ALIAS_EXPANSION * max(distinct, 1)):
+        if nodes > _MAX_NODES or (
+            nodes > _ALIAS_FLOOR and nodes > MAX_ALIAS_EXPANSION * max(self.distinct, 1)
+        ):
             raise BodyError("yaml: document contains excessive aliasing")
         return out
 
@@ -98,6 +100,7 @@ class _Walk:
         t = type(value)
         if t is not dict and t is not list:
             if value is None or t is str or t is int or t is float or t is bool:
+                self.distinct += 1
                 return value, 1, 0
             raise BodyError(f"the value {str(value)[:50]!r} has no JSON form")
         vid = id(value)
@@ -111,6 +114,7 @@ class _Walk:
         if depth >= MAX_DEPTH:
             raise BodyError(f"exceeded max depth of {MAX_DEPTH}")
         self.active.add(vid)
+        self.distinct += 1
         nodes, height = 1, 0
         if t is dict:
             odd_keys = False
