@@ -29,7 +29,9 @@ from kubesched.cluster.kubelet import runtime as process_kubelet
 from kubesched.cluster.kubelet.logs import PodLogs
 from kubesched.cluster.kubelet.simulated import control_plane_node_object
 from kubesched.cluster.nodemetrics import DEFAULT_USAGE_SHARE, CpuSeries, NodeMetrics, UsageModel
-from kubesched.cluster.resources import ResourceRegistry
+from kubesched.cluster.resources import ResourceRegistry, ResourceType
+from kubesched.cluster.storage.etcd import EtcdStorage
+from kubesched.cluster.storage.interface import Obj
 from kubesched.cluster.storage.memory import DEFAULT_HISTORY_SIZE, MemoryStorage, clock_revision
 from kubesched.cluster.storage.sqlite import SqliteStorage, Synchronous
 
@@ -87,8 +89,6 @@ def open_storage(options: ClusterOptions) -> MemoryStorage:
             synchronous=options.sqlite_synchronous,
         )
     if options.storage == "etcd":
-        from kubesched.cluster.storage.etcd import EtcdStorage
-
         return EtcdStorage.open(
             options.data_dir,
             options.etcd_servers,
@@ -118,9 +118,12 @@ class LocalCluster:
         self._storage_closed = False
         self.api = ClusterApi(self.store)
         # Custom resources of CRDs kept by durable storage are served again before anything else runs.
-        crd_type = self.api.rtype("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-        for st in self.store.scan(crd_type.storage_key):
+        self._crd_key = self.api.rtype("apiextensions.k8s.io", "v1", "customresourcedefinitions").storage_key
+        for st in self.store.scan(self._crd_key):
             customresourcedefinitions.serve(self.api, st.obj)
+        self._types_by_storage: dict[str, ResourceType] = {}
+        if isinstance(self.store, EtcdStorage):
+            self.store.on_foreign_change = self._foreign_change
         self.kubelets = SimulatedKubelets(self.api, heartbeat_interval=options.heartbeat_interval)
         self.controllers = ControllerManager(self.api, options.controllers)
         self.node_metrics: NodeMetrics | None = None
@@ -143,6 +146,25 @@ class LocalCluster:
         )
         self.process_kubelets: process_kubelet.ProcessKubelets | None = None
 
+    def _foreign_change(self, storage_key: str, etype: str, new: Obj | None, old: Obj | None) -> None:
+        """A write another API server made over the same etcd: this server's observers (RBAC index,
+        controllers, ...) and its serving of custom resources learn of it as of its own writes."""
+        rtype = self._types_by_storage.get(storage_key)
+        if rtype is None:
+            self._types_by_storage = {t.storage_key: t for t in self.api.registry.all()}
+            rtype = self._types_by_storage.get(storage_key)
+            if rtype is None:
+                return
+        if storage_key == self._crd_key:
+            if new is not None:
+                customresourcedefinitions.serve(self.api, new)
+            elif old is not None:
+                spec = old["spec"]
+                for v in spec.get("versions") or []:
+                    self.api.registry.remove(spec["group"], v["name"], spec["names"]["plural"])
+            self._types_by_storage = {}
+        self.api.notify(rtype, etype, new, old)
+
     @property
     def node_names(self) -> list[str]:
         width = max(1, len(str(self.options.nodes - 1)))
@@ -150,6 +172,8 @@ class LocalCluster:
 
     async def start(self) -> None:
         o = self.options
+        if isinstance(self.store, EtcdStorage):
+            self.store.attach_loop(asyncio.get_running_loop())
         o.data_dir.mkdir(parents=True, exist_ok=True)
         self.api.bootstrap()
         # The authorizer watches RBAC writes from here on, so it sees the bootstrap policy being created.

@@ -36,10 +36,12 @@ def test_two_servers_over_one_etcd(tmp_path: Path) -> None:
         servers.append(first)
         ports = json.loads((tmp_path / "a" / "etcd" / "ports.json").read_text())
         etcd_url = f"http://127.0.0.1:{ports['client']}"
+        tokens = tmp_path / "tokens.csv"
+        tokens.write_text("alice-token,alice,uid-alice\n")
         second = start_cluster(
             tmp_path / "b",
             *("--storage", "etcd", "--etcd-servers", etcd_url),
-            *("--nodes", "0", "--no-controllers"),
+            *("--nodes", "0", "--no-controllers", "--token-auth-file", str(tokens)),
             timeout=120,
         )
         servers.append(second)
@@ -89,6 +91,60 @@ def test_two_servers_over_one_etcd(tmp_path: Path) -> None:
         with pytest.raises(ApiException) as err:
             b.create_namespaced_config_map("default", {"metadata": {"name": "from-a"}})
         assert err.value.status == 409
+
+        # What the second server's in-process observers learn from the first one's writes: a binding made
+        # through the first authorizes on the second, a CRD made through the first is served by the second.
+        alice = alice_client(second, tmp_path / "b")
+        with pytest.raises(ApiException) as err:
+            alice.list_namespaced_config_map("default")
+        assert err.value.status == 403
+        client.RbacAuthorizationV1Api(
+            config.new_client_from_config(config_file=str(first.kubeconfig))
+        ).create_cluster_role_binding(
+            {
+                "metadata": {"name": "alice-view"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}],
+            }
+        )
+        listed = wait_for(
+            lambda: _try(lambda: alice.list_namespaced_config_map("default")), 30, "alice allowed"
+        )
+        assert {"from-a", "from-b"} <= {cm.metadata.name for cm in listed.items}
+
+        first_api = config.new_client_from_config(config_file=str(first.kubeconfig))
+        client.ApiextensionsV1Api(first_api).create_custom_resource_definition(WIDGETS_CRD)
+        client.CustomObjectsApi(first_api)
+        custom_b = client.CustomObjectsApi(config.new_client_from_config(config_file=str(second.kubeconfig)))
+        wait_for(
+            lambda: _try(
+                lambda: custom_b.list_namespaced_custom_object("example.com", "v1", "default", "widgets")
+            ),
+            30,
+            "the second server to serve the first one's CRD",
+        )
+        custom_a = client.CustomObjectsApi(first_api)
+        wait_for(
+            lambda: _try(
+                lambda: custom_a.create_namespaced_custom_object(
+                    "example.com",
+                    "v1",
+                    "default",
+                    "widgets",
+                    {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}},
+                )
+            ),
+            30,
+            "a widget created through the first server",
+        )
+        got_w = wait_for(
+            lambda: _try(
+                lambda: custom_b.get_namespaced_custom_object("example.com", "v1", "default", "widgets", "w1")
+            ),
+            30,
+            "the widget through the second server",
+        )
+        assert got_w["metadata"]["name"] == "w1"
     finally:
         for s in reversed(servers):
             s.stop()
@@ -101,3 +157,43 @@ def _get(api: client.CoreV1Api, name: str) -> Any:
         if e.status == 404:
             return None
         raise
+
+
+WIDGETS_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+def _try(fn: Any) -> Any:
+    """``fn()``, or None while it answers 403/404 (not yet propagated)."""
+    try:
+        return fn()
+    except ApiException as e:
+        if e.status in (403, 404):
+            return None
+        raise
+
+
+def alice_client(server: ClusterProcess, data_dir: Path) -> client.CoreV1Api:
+    conf = client.Configuration()
+    conf.host = server.url
+    conf.ssl_ca_cert = str(data_dir / "pki" / "ca.crt")
+    conf.api_key = {"authorization": "Bearer alice-token"}
+    return client.CoreV1Api(client.ApiClient(conf))

@@ -40,7 +40,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -225,6 +225,9 @@ class EtcdStorage(MemoryStorage):
         self._reload_needed = False
         self._loop: Any = None  # the asyncio loop to wake for writes of other servers, once known
         self._wake_scheduled = False
+        # Told (storage key, event type, new object, old object) of each write another server made, once it is
+        # in the cache: what ClusterApi's observers learn from this server's own writes.
+        self.on_foreign_change: Callable[[str, str, Obj | None, Obj | None], None] | None = None
         self._thread = threading.Thread(target=self._watch_loop, name="etcd-watch", daemon=True)
         self._thread.start()
 
@@ -331,6 +334,13 @@ class EtcdStorage(MemoryStorage):
             self._apply_inbox()
         return await super().wait_for_revision(rv, timeout)
 
+    def attach_loop(self, loop: Any) -> None:
+        """The event loop the cache lives on: writes of other servers are applied there as they arrive (without
+        it, on this server's next read or write)."""
+        self._loop = loop
+        if self._inbox or self._reload_needed:
+            self._wake()
+
     def _remember_loop(self) -> None:
         if self._loop is None:
             import asyncio
@@ -386,7 +396,7 @@ class EtcdStorage(MemoryStorage):
             self._conflict(storage_key, expected.key)
         rv = int(out["header"]["revision"])
         self._wait_seen(rv)
-        self._apply_inbox()
+        self._apply_inbox(own_rv=rv)
         return Stored(with_rv(expected.obj, rv), rv, expected.key)
 
     def drop_collection(self, storage_key: str) -> None:
@@ -397,8 +407,9 @@ class EtcdStorage(MemoryStorage):
             )
         except (EtcdUnavailable, EtcdError) as e:
             raise errors.internal(f"storage: {e}") from e
-        self._wait_seen(int(out["header"]["revision"]))
-        self._apply_inbox()
+        rv = int(out["header"]["revision"])
+        self._wait_seen(rv)
+        self._apply_inbox(own_rv=rv)
         super().drop_collection(storage_key)
 
     def _txn(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -426,7 +437,7 @@ class EtcdStorage(MemoryStorage):
         """Wait for the watch to deliver ``rv``; apply everything up to it, this write with the caller's dict
         (no decode)."""
         self._wait_seen(rv)
-        own = self._apply_inbox(own=(rv, obj))
+        own = self._apply_inbox(own_rv=rv, own_obj=obj)
         if own is None:  # already applied (cannot happen in order) or dropped meanwhile
             st = super().get(storage_key, key)
             return st if st is not None and st.rv == rv else Stored(with_rv(obj, rv), rv, key)
@@ -434,19 +445,36 @@ class EtcdStorage(MemoryStorage):
 
     # -- applying etcd's events to the cache (event loop thread) -------------------------------------------
 
-    def _apply_inbox(self, own: tuple[int, Obj] | None = None) -> Stored | None:
+    def _apply_inbox(self, own_rv: int = 0, own_obj: Obj | None = None) -> Stored | None:
+        """Apply what the watch delivered, in order. The events of revision ``own_rv`` are this server's write
+        (its new state ``own_obj``, no decode); the others are told to ``on_foreign_change`` once all are in."""
         if self._reload_needed:
             self._reload()
         applied_own: Stored | None = None
+        foreign: builtins.list[tuple[str, str, Obj | None, Obj | None]] = []
+        tell = self.on_foreign_change is not None
         inbox = self._inbox
         while inbox:
             rv, sk, key, value = inbox.popleft()
             if rv <= self._loaded:  # already in what was read at start or reload
                 continue
-            obj = own[1] if own is not None and own[0] == rv else None
-            st = self._apply(rv, sk, key, value, obj)
-            if obj is not None:
-                applied_own = st
+            if rv == own_rv:
+                st = self._apply(rv, sk, key, value, own_obj)
+                if own_obj is not None:
+                    applied_own = st
+                continue
+            before = self.collection(sk).objects.get(key) if tell else None
+            old_obj = before.obj if before is not None else None  # read before _apply retires it
+            st = self._apply(rv, sk, key, value, None)
+            if tell and st is not None:
+                etype = DELETED if value is None else MODIFIED if before is not None else ADDED
+                foreign.append((sk, etype, None if value is None else st.obj, old_obj))
+        if foreign and self.on_foreign_change is not None:
+            for change in foreign:
+                try:
+                    self.on_foreign_change(*change)
+                except Exception:
+                    log.exception("handling another server's write to %s", change[0])
         return applied_own
 
     def _apply(self, rv: int, sk: str, key: Key, value: bytes | None, obj: Obj | None) -> Stored | None:
