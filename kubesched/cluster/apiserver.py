@@ -673,7 +673,7 @@ class ApiServer:
             try:
                 return bodies.parse_json(raw)  # kubectl sends JSON even for apply-patch+yaml
             except bodies.BodyError as e:
-                if not ctype.endswith("yaml") or raw.lstrip()[:1] in (b"{", b"["):
+                if not ctype.endswith("yaml"):
                     raise errors.bad_request(f"the request body could not be decoded: {e}") from None
             if len(raw) > YAML_INLINE_BYTES:
                 return await asyncio.to_thread(bodies.parse_yaml, raw)

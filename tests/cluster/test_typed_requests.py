@@ -378,6 +378,12 @@ async def test_yaml_alias_bomb_and_deep_nesting_are_400(http: Http) -> None:
     assert status == 400, out
 
 
+async def test_yaml_flow_style_is_yaml(http: Http) -> None:
+    doc = b"{apiVersion: v1, kind: ConfigMap, metadata: {name: flow}, data: {a: '1'}}"
+    status, out, _ = await http.send("POST", CMS, raw=doc, ctype="application/yaml")
+    assert status == 201 and out["data"] == {"a": "1"}, out
+
+
 async def test_large_yaml_is_decoded_and_stored(http: Http) -> None:
     # More values than the alias floor: a flat document is never mistaken for alias expansion.
     lines = "".join(f"  k{i}: {'v' * 30}\n" for i in range(15000))
