@@ -171,3 +171,32 @@ def test_ordered_ready_scale_down_waits_for_the_remaining_pods_to_be_ready() -> 
     env.ready("db-0")
     env.settle()
     assert set(env.pods()) == {"db-0"}
+
+
+def test_rolling_update_from_the_highest_ordinal_down_to_the_partition() -> None:
+    env = Env()
+    env.api.create(env.sts, statefulset(3, "Parallel"), NS)
+    env.settle()
+    env.ready_all()
+    env.settle()
+    old_revision = env.api.get(env.sts, NS, "db").obj["status"]["updateRevision"]
+    obj = copy_json(env.api.get(env.sts, NS, "db").obj)
+    obj["spec"]["template"]["spec"]["containers"][0]["image"] = "db:2"
+    obj["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}
+    env.api.update(env.sts, obj, NS, "db")
+    env.settle()
+
+    def images() -> dict[str, str]:
+        return {n: p["spec"]["containers"][0]["image"] for n, p in sorted(env.pods().items())}
+
+    assert images() == {"db-0": "db:1", "db-1": "db:1", "db-2": "db:2"}  # db-2 replaced first
+    env.ready_all()
+    env.settle()
+    assert images() == {"db-0": "db:1", "db-1": "db:2", "db-2": "db:2"}
+    env.ready_all()
+    env.settle()
+    assert images() == {"db-0": "db:1", "db-1": "db:2", "db-2": "db:2"}  # the partition keeps db-0
+    status = env.api.get(env.sts, NS, "db").obj["status"]
+    assert status["currentRevision"] == old_revision != status["updateRevision"]
+    assert (status["currentReplicas"], status["updatedReplicas"]) == (1, 2)
+    assert env.claims() == {"data-db-0", "data-db-1", "data-db-2"}  # the same claims all along

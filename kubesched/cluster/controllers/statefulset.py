@@ -8,9 +8,11 @@
 - ``podManagementPolicy``: ``OrderedReady`` creates ordinal i only when 0..i-1 are Running and Ready and removes
   surplus pods from the highest ordinal, one at a time; ``Parallel`` creates and removes all at once;
 - a pod that is deleted, or has Failed or Succeeded, is replaced (a finished one is deleted first);
+- ``updateStrategy``: RollingUpdate (the default) replaces pods of an older template revision from the highest
+  ordinal down, one at a time and only while all pods are Running and Ready, down to ``partition``; OnDelete
+  leaves them until they are deleted. Revisions are a hash of the template (no ControllerRevision objects);
 - status: replicas, readyReplicas, availableReplicas, currentReplicas, updatedReplicas, currentRevision,
-  updateRevision, observedGeneration. Template changes are not rolled out to existing pods (no RollingUpdate):
-  a pod gets the new template when it is recreated.
+  updateRevision, observedGeneration.
 """
 
 from __future__ import annotations
@@ -178,7 +180,27 @@ class StatefulSetController(Controller):
                 self._delete_pod(key, pod)
                 if not parallel:
                     break
+            if not surplus:
+                self._roll(key, spec, by_ordinal, replicas, revision)
         self._write_status(sts, by_ordinal, revision)
+
+    def _roll(self, key: Key, spec: Obj, by_ordinal: dict[int, Obj], replicas: int, revision: str) -> None:
+        """RollingUpdate: once every pod of [0, replicas) is Running and Ready, delete the highest-ordinal pod
+        of an older revision at or above the partition; it is recreated from the current template."""
+        strategy = spec.get("updateStrategy") or {}
+        if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+            return  # OnDelete: pods get the new template when someone deletes them
+        partition = int(((strategy.get("rollingUpdate") or {}).get("partition")) or 0)
+        pods = [by_ordinal[o] for o in range(replicas) if o in by_ordinal]
+        if len(pods) < replicas or not all(
+            _running_and_ready(p) and not meta_of(p).get("deletionTimestamp") for p in pods
+        ):
+            return
+        for o in range(replicas - 1, partition - 1, -1):
+            pod = by_ordinal[o]
+            if (meta_of(pod).get("labels") or {}).get(REVISION_LABEL) != revision:
+                self._delete_pod(key, pod)
+                return
 
     def _create_pod(self, sts: Obj, ordinal: int, revision: str, selector: LabelSelector) -> None:
         ns, name = key_of(sts)
@@ -293,15 +315,22 @@ class StatefulSetController(Controller):
         ready = sum(1 for p in live if _running_and_ready(p))
         updated = sum(1 for p in live if (meta_of(p).get("labels") or {}).get(REVISION_LABEL) == revision)
         status = dict(sts.get("status") or {})
+        # The current revision moves to the update revision once every pod runs it.
+        current_revision = status.get("currentRevision") or revision
+        if updated == len(live):
+            current_revision = revision
+        current = sum(
+            1 for p in live if (meta_of(p).get("labels") or {}).get(REVISION_LABEL) == current_revision
+        )
         want = {
             **status,
             "observedGeneration": meta_of(sts).get("generation") or 0,
             "replicas": len(live),
             "readyReplicas": ready,
             "availableReplicas": ready,
-            "currentReplicas": updated,
+            "currentReplicas": current,
             "updatedReplicas": updated,
-            "currentRevision": revision,
+            "currentRevision": current_revision,
             "updateRevision": revision,
             "collisionCount": status.get("collisionCount") or 0,
         }
