@@ -172,7 +172,8 @@ class SecureServing:
         await runner.setup()
         await web.SockSite(runner, sock, ssl_context=context).start()
         self._runner = runner
-        log.info(
+        # The component logs its own "serving securely on ..." (kube-scheduler's line), once.
+        log.debug(
             "serving %s on %s:%d", "insecurely" if self.insecure else "securely", self.bind_address, self.port
         )
 
