@@ -115,6 +115,22 @@ def test_statefulset_volumes_follow_their_pods(cluster: tuple[ClusterProcess, Ku
     c, kubectl = cluster
     classes = {sc["metadata"]["name"]: sc for sc in get(kubectl, "storageclasses")["items"]}
     assert classes["standard"]["volumeBindingMode"] == "WaitForFirstConsumer"
+    table = kubectl("get", "storageclass").stdout.splitlines()
+    assert table[0].split() == [
+        "NAME",
+        "PROVISIONER",
+        "RECLAIMPOLICY",
+        "VOLUMEBINDINGMODE",
+        "ALLOWVOLUMEEXPANSION",
+        "AGE",
+    ]
+    assert table[2].split()[:5] == [
+        "standard",
+        "(default)",
+        "simulated.csi.kubesched.io",
+        "Delete",
+        "WaitForFirstConsumer",
+    ]
     assert len(get(kubectl, "csinodes")["items"]) == NODES
     nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in get(kubectl, "nodes")["items"]}
     sched = start_scheduler(c.kubeconfig, "--leader-elect=false")
