@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .args import PROMETHEUS, DynamicArgs
 from .hotvalue import HotValueStore
+from .metrics import QueryMetrics, direct_mode_metrics
 from .policy import DynamicSchedulerPolicy
 from .promql import DEFAULT_QUERY_TEMPLATE, InstanceMatch, parse_instance_match, render_query, selectors
 from .sources import InMemoryLoadStore, StoreLoadSource
@@ -312,8 +313,12 @@ class DirectPoller:
         nodes: NodeLister,
         *,
         clock: Callable[[], float] = time.time,
+        metrics: QueryMetrics | None = None,
     ) -> None:
         self.querier = querier
+        self.metrics = metrics
+        if metrics is not None and querier.on_non_finite is None:
+            querier.on_non_finite = metrics.non_finite_seen
         self.store = store
         self.periods = dict(periods)
         self.nodes = nodes
@@ -336,7 +341,11 @@ class DirectPoller:
                     raise result
                 log.warning("direct mode: querying %s from Prometheus failed: %s", metric, result)
                 failed.add(metric)
+                if self.metrics is not None:
+                    self.metrics.query_failures.labels(metric).inc()
                 continue
+            if self.metrics is not None:
+                self.metrics.last_success.labels(metric).set(now)
             self.store.update_many((node, metric, value, now) for node, value in result.items())
             self._written.update(result)
         present = {a.name for a in addresses}
@@ -483,11 +492,21 @@ def build_pollers(
             merged[metric] = min(period, merged.get(metric, math.inf))
     polled: dict[str, int] = {}
     pollers = []
+    # Failures and NaNs counted in the scheduler's own registry (its /metrics), when it has one.
+    registry = next(
+        (
+            fw.handle.metrics.registry
+            for fw in frameworks.values()
+            if getattr(getattr(fw, "handle", None), "metrics", None) is not None
+        ),
+        None,
+    )
+    metrics = direct_mode_metrics(registry) if registry is not None else None
     for args, periods, store in groups.values():
         for metric in periods:
             polled[metric] = polled.get(metric, 0) + 1
         querier = LoadQuerier(prometheus_factory(args), QuerySettings.from_args(args))
-        pollers.append(DirectPoller(querier, store, periods, nodes, clock=clock))
+        pollers.append(DirectPoller(querier, store, periods, nodes, clock=clock, metrics=metrics))
     shared = sorted(m for m, n in polled.items() if n > 1)
     if shared:
         log.warning(

@@ -238,7 +238,16 @@ async def test_direct_mode_fails_open_when_prometheus_is_down_or_answers_nan(pro
     store = handle.singletons.find(InMemoryLoadStore)
     assert isinstance(store, InMemoryLoadStore)
     querier = prometheus_from_args(DynamicArgs(promeAddr=prom.url, promeQueryTimeout=0.5))
-    poller = DirectPoller(LoadQuerier(querier), store, {CPU: 60.0}, lambda: nodes, clock=lambda: now)
+    from prometheus_client import CollectorRegistry
+
+    from kubesched.loadaware.metrics import direct_mode_metrics
+
+    registry = CollectorRegistry()
+    metrics = direct_mode_metrics(registry)
+    assert direct_mode_metrics(registry) is metrics  # once per registry
+    poller = DirectPoller(
+        LoadQuerier(querier), store, {CPU: 60.0}, lambda: nodes, clock=lambda: now, metrics=metrics
+    )
     try:
         prom.values = {"10.0.0.1": "NaN", "10.0.0.2": "0.9", "10.0.0.3": "0.2"}
         assert await poller.poll([CPU]) == set()
@@ -247,6 +256,10 @@ async def test_direct_mode_fails_open_when_prometheus_is_down_or_answers_nan(pro
             prom.mode = mode
             assert await poller.poll([CPU]) == {CPU}
         assert store.sample("b", CPU) == (0.9, now)  # kept: fresh until its period + 5 min
+        value = registry.get_sample_value
+        assert value("kubesched_dynamic_prometheus_query_failures_total", {"metric": CPU}) == 2
+        assert value("kubesched_dynamic_prometheus_non_finite_values_total", {"metric": CPU}) == 1
+        assert value("kubesched_dynamic_last_successful_query_timestamp_seconds", {"metric": CPU}) == now
     finally:
         await querier.close()
     assert run_filter(cache, dyn, ["a", "b", "c"]) == {"b": [overload_reason(CPU, "b")]}
