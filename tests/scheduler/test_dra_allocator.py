@@ -278,3 +278,20 @@ def test_the_count_check_agrees_with_the_search(case: Any) -> None:
     for name, slot in index.items():
         by_search = a.allocate(name, lambda sel: False) is not None
         assert (counts[slot] >= need) == by_search == a.fits(name, lambda sel: False)
+
+
+def test_cel_runtime_errors_name_the_claim_or_the_class_as_upstream() -> None:
+    slices = [resource_slice("node-1", device("d"))]
+    broken = 'device.attributes["some-driver"].healthy'
+    c = claim(requests=[exactly("req-1", CLASS, 1, "ExactCount", broken)])
+    with pytest.raises(AllocationError) as e:
+        Allocator([c], classes(), set(), Pools(slices)).allocate("node-1", lambda s: False)
+    assert (
+        str(e.value)
+        == "claim default/my-pod-my-resource: selector #0: CEL runtime error: no such key: healthy"
+    )
+    bad_class = device_class("my-resource-class", broken)
+    c = claim(requests=[exactly("req-1", "my-resource-class")])
+    with pytest.raises(AllocationError) as e:
+        Allocator([c], classes(bad_class), set(), Pools(slices)).allocate("node-1", lambda s: False)
+    assert str(e.value) == "class my-resource-class: selector #0: CEL runtime error: no such key: healthy"

@@ -110,7 +110,7 @@ async def test_missing_claim_and_missing_class() -> None:
     objects = [*nodes("n1"), template(), gpu_pod("p", TEMPLATE_REF)]
     (placement,) = await run(objects)
     assert placement["message"] == (
-        "0/1 nodes are available: request gpu: device class class does not exist. still not schedulable, "
+        "0/1 nodes are available: request gpu: device class class does not exist. no new claims to deallocate, "
         + NOT_HELPFUL.format(n=1)
     )
 

@@ -157,9 +157,9 @@ async def test_missing_device_class_and_post_filter_after_a_pre_filter_rejection
         Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
         ["request req-1: device class class does not exist"],
     )
-    # Upstream writes its state before looking at the claims: PostFilter knows the pod has claims.
+    # Upstream's "missing-class" case: PostFilter has no claims to deallocate after PreFilter rejected.
     _, s = await plugin.post_filter(state, pi, cache.table, NodeToStatus())
-    assert s.reasons == [STILL_NOT_SCHEDULABLE]
+    assert s.reasons == [NO_CLAIMS_TO_DEALLOCATE]
 
 
 def test_claim_reserved_for_too_many_pods_is_in_use() -> None:
@@ -296,7 +296,9 @@ def test_cel_error_ends_the_cycle_with_an_error() -> None:
     try:
         plugin.filter(state, pi, cache.table, all_slots(cache))
     except RuntimeError as e:
-        assert "request req-1: selector #0: CEL runtime error: no such key: missing" in str(e)
+        assert (
+            "claim default/my-pod-my-resource: selector #0: CEL runtime error: no such key: missing" in str(e)
+        )
     else:
         raise AssertionError("expected an error")
 

@@ -120,6 +120,7 @@ class _Alternative:
 
     name: str  # "req" or "req/sub"
     index: int  # position among firstAvailable (0 for a plain request)
+    claim: str  # namespace/name, for error messages
     class_name: str
     class_selectors: tuple[str, ...]
     selectors: tuple[str, ...]
@@ -173,6 +174,7 @@ def parse_claim(claim: Mapping[str, Any], classes: Mapping[str, Mapping[str, Any
         return _Alternative(
             name,
             index,
+            _claim_name(claim),
             class_name,
             _selectors((cls.get("spec") or {}).get("selectors")),
             _selectors(raw.get("selectors")),
@@ -332,7 +334,7 @@ class Allocator:
                     break
             else:
                 for i, expr in enumerate(alt.selectors):
-                    if not self._eval(expr, cand, f"request {alt.name}: selector #{i}"):
+                    if not self._eval(expr, cand, f"claim {alt.claim}: selector #{i}"):
                         found = False
                         break
             self._match[key] = found

@@ -249,8 +249,8 @@ class DynamicResources:
     ) -> tuple[PreFilterResult | None, Status]:
         if not pod.pod["spec"].get("resourceClaims"):
             return None, Status.skip()
-        # As upstream, the state exists from here on (empty until the claims are known): a rejection below is
-        # followed by PostFilter's "no new claims to deallocate" or, with claims, "still not schedulable".
+        # As upstream, the state exists from here on, without claims until PreFilter succeeds: after a rejection
+        # below, PostFilter answers "no new claims to deallocate" (upstream's "missing-class" case).
         s = _State([], [], [], None, False)
         state.write(_KEY, s)
         try:
@@ -259,7 +259,6 @@ class DynamicResources:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(e)], NAME)
         if not claims:
             return None, Status.skip()
-        s.claims = claims
         allocated: list[tuple[int, NodeSelector | None]] = []
         to_allocate: list[int] = []
         for i, claim in enumerate(claims):
@@ -291,7 +290,8 @@ class DynamicResources:
             except AllocationError as e:
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(e)], NAME)
             first_available = any(r.first_available for c in allocator.claims for r in c.requests)
-        s.allocated, s.to_allocate, s.allocator, s.has_first_available = (
+        s.claims, s.allocated, s.to_allocate, s.allocator, s.has_first_available = (
+            claims,
             allocated,
             to_allocate,
             allocator,
