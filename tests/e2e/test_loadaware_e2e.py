@@ -300,6 +300,11 @@ async def test_direct_mode_reads_prometheus_without_touching_nodes(stack: Stack)
     try:
         await probe_until_filtered(stack)
         await schedule_and_check(stack, sched)
+        # How Prometheus is doing shows on the scheduler's own /metrics (read as the admin: it is guarded).
+        status, text = sched.get("/metrics")
+        assert status == 200
+        assert "kubesched_dynamic_last_successful_query_timestamp_seconds{" in text
+        assert "# TYPE kubesched_dynamic_prometheus_query_failures_total counter" in text
     finally:
         sched.stop()
     load_keys = {*LOAD_METRICS, HOT_VALUE_KEY}
