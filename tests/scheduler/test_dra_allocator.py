@@ -11,7 +11,7 @@ from dra_objects import CLASS, DRIVER, claim, device, device_class, exactly, res
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubesched.scheduler.dra.allocator import AllocationError, Allocator, Pools
+from kubesched.scheduler.dra.allocator import AllocationError, AllocationTimeout, Allocator, Pools
 from kubesched.scheduler.dra.cel import DeviceView, SelectorError, compile_selector
 
 
@@ -295,3 +295,17 @@ def test_cel_runtime_errors_name_the_claim_or_the_class_as_upstream() -> None:
     with pytest.raises(AllocationError) as e:
         Allocator([c], classes(bad_class), set(), Pools(slices)).allocate("node-1", lambda s: False)
     assert str(e.value) == "class my-resource-class: selector #0: CEL runtime error: no such key: healthy"
+
+
+def test_a_search_past_the_filter_timeout_stops_as_upstream() -> None:
+    # 20 GPUs on NUMA node 0, the only NIC on NUMA node 1: every choice of 3 GPUs fails at the NIC (1,350 steps).
+    gpus = [device(f"gpu-{i}", kind="gpu", numa=0) for i in range(20)]
+    slices = [resource_slice("node-1", *gpus, device("nic-0", kind="nic", numa=1))]
+    gpu = exactly("gpu", CLASS, 3, "ExactCount", 'device.attributes["some-driver"].kind == "gpu"')
+    nic = exactly("nic", CLASS, 1, "ExactCount", 'device.attributes["some-driver"].kind == "nic"')
+    c = claim(requests=[gpu, nic], constraints=[{"matchAttribute": "some-driver/numa"}])
+    a = Allocator([c], classes(), set(), Pools(slices))
+    assert a.count_only is None
+    with pytest.raises(AllocationTimeout, match="timed out trying to allocate devices"):
+        a.allocate("node-1", lambda s: False, timeout=1e-9)
+    assert a.allocate("node-1", lambda s: False) is None  # within the default 10 s: no solution

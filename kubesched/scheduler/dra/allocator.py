@@ -19,6 +19,7 @@ counters), consumable capacity, ``distinctAttribute``, admin access semantics be
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,13 @@ MAX_FIRST_AVAILABLE = 8  # resource.FirstAvailableDeviceRequestMaxSize: the scor
 
 class AllocationError(Exception):
     """A claim or class the allocator cannot use (an error status upstream, not a rejection)."""
+
+
+class AllocationTimeout(Exception):
+    """The search for one node took longer than the filter timeout (upstream's ``filterTimeout``, 10 s)."""
+
+
+FILTER_TIMEOUT = 10.0  # seconds per node, DynamicResourcesArgs.filterTimeout's default
 
 
 @dataclass(slots=True)
@@ -251,6 +259,8 @@ class Allocator:
         self.pools = pools
         self._match = pools.matches
         self._classes = classes
+        self._deadline: float | None = None
+        self._steps = 0
         # The common shape: every request asks ExactCount devices of one kind (same selectors), no constraints,
         # no alternatives. Then a node fits exactly when it has that many free matching devices, a count Filter
         # takes without searching; the devices are picked for the chosen node only.
@@ -347,8 +357,13 @@ class Allocator:
         except SelectorError as e:
             raise AllocationError(f"{where}: CEL runtime error: {e}") from None
 
-    def allocate(self, node_name: str, node_matches: NodeMatcher) -> Allocation | None:
-        """The allocation of every claim on ``node_name``, or None when they cannot all be satisfied."""
+    def allocate(
+        self, node_name: str, node_matches: NodeMatcher, timeout: float = FILTER_TIMEOUT
+    ) -> Allocation | None:
+        """The allocation of every claim on ``node_name``, or None when they cannot all be satisfied; raises
+        ``AllocationTimeout`` when the search takes longer than ``timeout`` seconds (0: no limit)."""
+        self._deadline = time.monotonic() + timeout if timeout > 0 else None
+        self._steps = 0
         devices = self.pools.for_node(node_name, node_matches)
         picked: dict[DeviceId, Candidate] = {}
         # per claim: list of (alternative, candidates chosen)
@@ -407,6 +422,9 @@ class Allocator:
     ) -> bool:
         if len(taken) == alt.count:
             return self._take(ci, ri, alt, list(taken), devices, picked, chosen)
+        self._steps += 1
+        if self._deadline is not None and not self._steps & 1023 and time.monotonic() > self._deadline:
+            raise AllocationTimeout("timed out trying to allocate devices")
         claim = self.claims[ci]
         for i in range(start, len(free) - (alt.count - len(taken)) + 1):
             cand = free[i]
@@ -517,9 +535,11 @@ def node_name_selector(node_name: str) -> dict[str, Any]:
 
 
 __all__ = [
+    "FILTER_TIMEOUT",
     "MAX_FIRST_AVAILABLE",
     "Allocation",
     "AllocationError",
+    "AllocationTimeout",
     "Allocator",
     "Candidate",
     "DeviceId",

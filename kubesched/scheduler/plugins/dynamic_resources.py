@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kubesched.scheduler.dra.allocator import Allocation, AllocationError, Allocator
+from kubesched.scheduler.dra.allocator import Allocation, AllocationError, AllocationTimeout, Allocator
 from kubesched.scheduler.dra.objects import DraObjects, obj_key
 from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.interface import (
@@ -60,6 +60,7 @@ NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
 STILL_NOT_SCHEDULABLE = "still not schedulable"
 DEALLOCATED = "deallocation of ResourceClaim completed"
 CANNOT_ALLOCATE = "cannot allocate all claims"
+TIMED_OUT = "timed out trying to allocate devices"
 NOT_AVAILABLE_ON_NODE = "resourceclaim not available on the node"
 IN_USE = "resourceclaim in use"
 STATE_NOT_FOUND = "not found"
@@ -199,7 +200,11 @@ def _filter_by_search(
             else:
                 bits[pos] = 2
             continue
-        found = allocator.allocate(node_name, matches)
+        try:
+            found = allocator.allocate(node_name, matches)
+        except AllocationTimeout:
+            bits[pos] = 4
+            continue
         if found is None:
             bits[pos] = 2
         else:
@@ -324,7 +329,7 @@ class DynamicResources:
                 raise RuntimeError(str(e)) from None
         if not bits.any():
             return Filtered.all_pass(len(idx))
-        return Filtered(bits, (NOT_AVAILABLE_ON_NODE, CANNOT_ALLOCATE), (True, True))
+        return Filtered(bits, (NOT_AVAILABLE_ON_NODE, CANNOT_ALLOCATE, TIMED_OUT), (True, True, True))
 
     # -- PostFilter ----------------------------------------------------------------------------------------
 
@@ -406,7 +411,7 @@ class DynamicResources:
             if slot is not None:
                 try:
                     found = s.allocator.allocate(node_name, _node_matcher(nodes, slot, s.masks))
-                except AllocationError as e:
+                except (AllocationError, AllocationTimeout) as e:
                     return Status(Code.ERROR, [str(e)], NAME)
         if found is None:
             return Status(Code.ERROR, [f'internal error, have no allocation for node "{node_name}"'], NAME)
