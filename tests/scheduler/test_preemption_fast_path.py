@@ -29,7 +29,7 @@ from kubesched.scheduler.cache import Cache
 from kubesched.scheduler.framework import Code, CycleState, Framework, Handle, NodeToStatus
 from kubesched.scheduler.plugins import in_tree_catalogue
 from kubesched.scheduler.plugins.default_preemption import PDB, Candidate, DefaultPreemptionArgs
-from kubesched.scheduler.plugins.preemption_victims import pick_index, stats_of
+from kubesched.scheduler.plugins.preemption_victims import nominated_rejections_in_bulk, pick_index, stats_of
 
 PLUGINS = (
     "NodeUnschedulable",
@@ -271,6 +271,68 @@ async def preempt_all(env: Env, c: dict[str, Any]) -> list[Any]:
 async def test_fast_preemption_sequence_matches(c: dict[str, Any]) -> None:
     fast, exact = build(c, True, online=False), build(c, False, online=False)
     assert await preempt_all(fast, c) == await preempt_all(exact, c)
+
+
+@st.composite
+def nominated_clusters(draw: st.DrawFn) -> dict[str, Any]:
+    """A cluster with one to five more pods nominated to its nodes (preemptors of any priority)."""
+    c = draw(clusters())
+    names = [n["metadata"]["name"] for n in c["nodes"]]
+    for i in range(draw(st.integers(1, 5))):
+        spec = draw(pod_specs(f"more{i}", preemptor=draw(st.booleans())))
+        spec["status"]["nominatedNodeName"] = draw(st.sampled_from(names))
+        c["nominated"].append(spec)
+    return c
+
+
+def _rejections(found: list[tuple[int, Any]] | None) -> Any:
+    return None if found is None else [(slot, s.code, s.reasons, s.plugin) for slot, s in found]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nominated_clusters())
+def test_nominated_pods_check_in_bulk_matches_the_per_node_check(c: dict[str, Any]) -> None:
+    """Filtering with nominated pods (upstream's RunFilterPluginsWithNominatedPods) over many nodes at once gives
+    the same rejections, in the same order, as node by node; or declines (None) where it cannot."""
+    env = build(c, True)
+    table = env.cache.table
+    for spec in c["preemptors"]:
+        pi = env.info(spec)
+        state = CycleState()
+        _, status, _ = env.fw.run_pre_filter(state, pi)
+        if not status.ok:
+            continue
+        slots = table.slots()
+        fits, _ = env.fw.run_filters(state, pi, slots)
+        alive = slots[fits]
+        free = table.free.copy()
+        env.fw.bulk_nominated_check = None
+        per_node = _rejections(env.fw._nominated_rejections(state, pi, table, alive))
+        bulk = _rejections(nominated_rejections_in_bulk(env.fw, state, pi, table, alive.tolist()))
+        assert bulk is None or bulk == per_node
+        env.fw.bulk_nominated_check = nominated_rejections_in_bulk
+        assert _rejections(env.fw._nominated_rejections(state, pi, table, alive)) == per_node
+        assert (table.free == free).all()  # nothing left changed
+
+
+def test_benchmark_shape_checks_nominated_pods_in_bulk() -> None:
+    """Preemption's shape (resource-only plugins): the nominated-pods check never goes node by node."""
+    nodes = [node(f"n{i}", ("4", "16Gi")) for i in range(6)]
+    env = full_env(nodes, [])
+    for i in range(6):
+        env.nominator.add_nominated(env.info(pod(f"nom{i}", priority=10, req=("3", "1Gi"))), f"n{i}")
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("per-node nominated check used")
+
+    env.fw.bulk_nominated_check = nominated_rejections_in_bulk
+    env.fw.filter_with_nominated_pods = boom  # type: ignore[method-assign]
+    pi = env.info(pod("next", priority=10, req=("2", "1Gi")))
+    state = env.prefiltered(pi)
+    table = env.cache.table
+    found = env.fw._nominated_rejections(state, pi, table, table.slots())
+    assert [table.names[slot] for slot, _ in found] == [f"n{i}" for i in range(6)]
+    assert all(s.reasons == ["Insufficient cpu"] for _, s in found)
 
 
 def test_pick_index_matches_pick_one_node_for_preemption() -> None:

@@ -263,6 +263,10 @@ class Framework:
         self.scheduler_name = scheduler_name
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.next_start_node_index = 0
+        # ``(framework, state, pod, table, slots) -> [(slot, status)] | None``: the nominated-pods check of many
+        # nodes at once, for plugin sets where nominated pods count only as resources (DefaultPreemption's fast
+        # path installs it; None from it, or no hook, means the per-node check).
+        self.bulk_nominated_check: Callable[..., list[tuple[int, Status]] | None] | None = None
         self._rng = random.Random(seed)
         self.plugins: dict[str, Any] = {}
         self.points: dict[str, list[str]] = {p: [] for p in _POINT_PROTOCOLS}
@@ -644,6 +648,11 @@ class Framework:
         if not slots:
             return []
         hit = alive[np.isin(alive, np.asarray(slots, dtype=np.intp))]
+        bulk = self.bulk_nominated_check
+        if bulk is not None and len(hit) > 1:
+            found = bulk(self, state, pod, table, hit.tolist())
+            if found is not None:
+                return found
         out: list[tuple[int, Status]] = []
         for slot in hit.tolist():
             s = self.filter_with_nominated_pods(state, pod, slot, passed_alone=True)

@@ -59,7 +59,12 @@ from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import ClusterEvent, Code, CycleState, NodeToStatus, Status
 from kubesched.scheduler.framework.runtime import fit_error_message
 from kubesched.scheduler.plugins.node_affinity import LabelSelector, SelectorError
-from kubesched.scheduler.plugins.preemption_victims import FastDryRun, VictimStats, pick_index
+from kubesched.scheduler.plugins.preemption_victims import (
+    FastDryRun,
+    VictimStats,
+    nominated_rejections_in_bulk,
+    pick_index,
+)
 from kubesched.scheduler.podinfo import parse_timestamp
 
 if TYPE_CHECKING:
@@ -315,6 +320,10 @@ class DefaultPreemption:
     async def post_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, statuses: NodeToStatus
     ) -> tuple[str | None, Status]:
+        fw = self.handle.framework
+        if fw is not None and self.fast_dry_run and fw.bulk_nominated_check is None:
+            # From now on pods are nominated: their check over many nodes is one Filter run where it can be.
+            fw.bulk_nominated_check = nominated_rejections_in_bulk
         node, status = self.preempt(state, pod, nodes, statuses)
         msg = status.message()
         if msg:

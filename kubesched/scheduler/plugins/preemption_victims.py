@@ -131,6 +131,65 @@ def scope_for(fw: Framework, state: CycleState, pod: PodInfo, nodes: NodeTable) 
     return Scope(cols, need, ports, anti, namespace, extensions)
 
 
+# --- filtering with nominated pods, many nodes at once ------------------------------------------------------
+
+
+def nominated_rejections_in_bulk(
+    fw: Framework, state: CycleState, pod: PodInfo, nodes: NodeTable, slots: list[int]
+) -> list[tuple[int, Status]] | None:
+    """``Framework._nominated_rejections`` for ``slots`` (nodes that passed the Filter plugins alone), with one
+    Filter run over all of them: where the pod's Filter plugins see a node's pods only through its free
+    resources, the pods nominated there with at least the pod's priority count as their summed requests taken
+    off the free resources. Nodes where they would count for more (host ports the pod asks for too) take the
+    per-node check. None when the scope is not resource-only (PreFilter extensions run, unknown plugins) or a
+    plugin failed: the caller then checks node by node, as upstream."""
+    scope = scope_for(fw, state, pod, nodes)
+    nominator = fw.handle.nominator
+    if scope is None or scope.extensions or nominator is None:
+        return None
+    names, pod_slot, width = nodes.names, nodes.pod_slot, nodes.width
+    uid, priority = pod.uid, pod.priority
+    bulk: list[int] = []
+    rows: list[np.ndarray] = []
+    exact: list[int] = []
+    for slot in slots:
+        others = [
+            p
+            for p in nominator.nominated_pods_for_node(names[slot] or "")
+            if p.uid != uid and p.priority >= priority and pod_slot(p.uid) is None
+        ]
+        if not others:
+            continue
+        if scope.ports and any(p.host_ports for p in others):
+            exact.append(slot)
+            continue
+        total = np.zeros(width, dtype=np.int64)
+        for p in others:
+            r = p.requests[:width]
+            total[: len(r)] += r
+        bulk.append(slot)
+        rows.append(total)
+    statuses: dict[int, Status] = {}
+    if bulk:
+        at = np.asarray(bulk, dtype=np.intp)
+        taken = np.stack(rows)
+        nodes.free[at, :width] -= taken
+        try:
+            _, rejected = fw.run_filters(state, pod, at)
+        except FilterError:
+            return None
+        finally:
+            nodes.free[at, :width] += taken
+        statuses.update(rejected)
+    for slot in exact:
+        s = fw.filter_with_nominated_pods(state, pod, slot, passed_alone=True)
+        if s.code == Code.ERROR:
+            raise FilterError(s.message())
+        if not s.ok:
+            statuses[slot] = s
+    return [(slot, statuses[slot]) for slot in slots if slot in statuses]
+
+
 # --- per priority: what the lower-priority pods of each node request ----------------------------------------
 
 
