@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,7 @@ class User:
 
 
 ANONYMOUS = User(ANONYMOUS_USER, groups=(UNAUTHENTICATED,))
+_NO_CERT = User("")  # sentinel: this connection's certificate was not looked at yet
 
 
 def user_from_peercert(peercert: Mapping[str, Any] | None) -> User | None:
@@ -102,16 +104,21 @@ class DelegatingAuthenticator:
         self.anonymous = anonymous
         self.clock = clock
         self._tokens: dict[bytes, tuple[float, User | None]] = {}
+        self._by_connection: weakref.WeakKeyDictionary[Any, User | None] = weakref.WeakKeyDictionary()
         self.reviews = 0  # TokenReviews sent (tests and metrics)
 
     async def authenticate(self, request: Any) -> User:
         """The caller; raises :class:`Unauthorized` for bad credentials."""
         transport = request.transport
         if transport is not None:
-            try:
-                user = user_from_peercert(transport.get_extra_info("peercert"))
-            except Exception:  # a closing transport
-                user = None
+            # A connection's certificate cannot change: its user is worked out once per connection.
+            user = self._by_connection.get(transport, _NO_CERT)
+            if user is _NO_CERT:
+                try:
+                    user = user_from_peercert(transport.get_extra_info("peercert"))
+                except Exception:  # a closing transport
+                    user = None
+                self._by_connection[transport] = user
             if user is not None:
                 return user
         header = request.headers.get("Authorization")
