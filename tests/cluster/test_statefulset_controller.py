@@ -200,3 +200,18 @@ def test_rolling_update_from_the_highest_ordinal_down_to_the_partition() -> None
     assert status["currentRevision"] == old_revision != status["updateRevision"]
     assert (status["currentReplicas"], status["updatedReplicas"]) == (1, 2)
     assert env.claims() == {"data-db-0", "data-db-1", "data-db-2"}  # the same claims all along
+
+
+def test_claim_retention_policy() -> None:
+    env = Env()
+    body = statefulset(3, "Parallel")
+    body["spec"]["persistentVolumeClaimRetentionPolicy"] = {"whenScaled": "Delete", "whenDeleted": "Delete"}
+    sts = env.api.create(env.sts, body, NS).obj
+    env.settle()
+    env.ready_all()
+    claim = env.api.get(env.pvc_t, NS, "data-db-0").obj
+    (ref,) = claim["metadata"]["ownerReferences"]
+    assert (ref["kind"], ref["uid"], ref["controller"]) == ("StatefulSet", sts["metadata"]["uid"], False)
+    env.scale(1)
+    env.settle()
+    assert set(env.pods()) == {"db-0"} and env.claims() == {"data-db-0"}

@@ -3,8 +3,10 @@
 - pods ``<set>-<ordinal>`` (labels ``statefulset.kubernetes.io/pod-name``, ``apps.kubernetes.io/pod-index``,
   ``controller-revision-hash``; ``hostname`` and ``subdomain`` = ``serviceName``), owned by the set;
 - for each ``volumeClaimTemplates`` entry a claim ``<template>-<set>-<ordinal>``, created before its pod and kept
-  when the pod goes (retention policy Retain, the default), so a recreated pod gets the same volume back and the
-  scheduler sends it where that volume is;
+  when the pod goes, so a recreated pod gets the same volume back and the scheduler sends it where that volume
+  is; ``persistentVolumeClaimRetentionPolicy``: ``whenScaled: Delete`` deletes the claims of ordinals a
+  scale-down removes, ``whenDeleted: Delete`` makes the set their owner (the garbage collector takes them with
+  it); Retain (the default) keeps them;
 - ``podManagementPolicy``: ``OrderedReady`` creates ordinal i only when 0..i-1 are Running and Ready and removes
   surplus pods from the highest ordinal, one at a time; ``Parallel`` creates and removes all at once;
 - a pod that is deleted, or has Failed or Succeeded, is replaced (a finished one is deleted first);
@@ -66,6 +68,11 @@ def revision_of(sts: Obj) -> str:
     template = (sts.get("spec") or {}).get("template") or {}
     digest = hashlib.sha256(orjson.dumps(template, option=orjson.OPT_SORT_KEYS)).hexdigest()[:10]
     return f"{meta_of(sts).get('name') or ''}-{digest}"
+
+
+def _retention(spec: Obj, when: str) -> str:
+    """``persistentVolumeClaimRetentionPolicy.whenDeleted|whenScaled`` (Retain by default)."""
+    return str((spec.get("persistentVolumeClaimRetentionPolicy") or {}).get(when) or "Retain")
 
 
 def _running_and_ready(pod: Obj) -> bool:
@@ -178,6 +185,8 @@ class StatefulSetController(Controller):
                 ):
                     break
                 self._delete_pod(key, pod)
+                if _retention(spec, "whenScaled") == "Delete":
+                    self._delete_claims(sts, o)
                 if not parallel:
                     break
             if not surplus:
@@ -280,6 +289,11 @@ class StatefulSetController(Controller):
             },
             "spec": copy_json(tmpl.get("spec") or {}),
         }
+        if _retention(sts.get("spec") or {}, "whenDeleted") == "Delete":
+            # The garbage collector removes the claim with its StatefulSet.
+            ref = new_controller_ref(sts)
+            ref["controller"] = False
+            body["metadata"]["ownerReferences"] = [ref]
         try:
             self.api.create(self.pvc_type, body, ns, field_manager=FIELD_MANAGER)
         except errors.ApiError as e:
@@ -298,6 +312,16 @@ class StatefulSetController(Controller):
             "SuccessfulCreate",
             f"create Claim {cname} Pod {name}-{ordinal} in StatefulSet {name} success",
         )
+
+    def _delete_claims(self, sts: Obj, ordinal: int) -> None:
+        """``whenScaled: Delete``: the claims of an ordinal removed by a scale-down go with its pod."""
+        ns, name = key_of(sts)
+        for tmpl in (sts.get("spec") or {}).get("volumeClaimTemplates") or ():
+            try:
+                self.api.delete(self.pvc_type, ns, claim_name(tmpl, name, ordinal))
+            except errors.ApiError as e:
+                if e.code != 404:
+                    raise
 
     def _delete_pod(self, key: Key, pod: Obj) -> None:
         pkey = key_of(pod)
