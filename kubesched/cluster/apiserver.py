@@ -413,6 +413,7 @@ class ApiServer:
             return await self._delete(request, t)
         if method == "POST" and t.subresource == "token" and self.auth_api is not None:
             body = await self._body(request)
+            _decode_only("authentication.k8s.io", "v1", "TokenRequest", body, _write_options(request))
             return _json_response(self.auth_api.token_request(t.namespace or "default", t.name, body), 201)
         if method == "POST" and t.subresource == "binding":
             opts = _write_options(request)
@@ -702,6 +703,7 @@ class ApiServer:
             _add_warnings(resp, warnings)
             return resp
         if t.rtype.group in REVIEW_GROUPS and self.auth_api is not None:
+            _decode_only(t.rtype.group, t.rtype.version, t.rtype.kind, body, opts)
             user = request.get(USER_KEY) or UserInfo(ANONYMOUS_USER)
             return _json_response(self.auth_api.review(t.rtype, body, t.namespace, user), 201)
         st = self.api.create(
@@ -827,6 +829,20 @@ class ApiServer:
                 if e.code != 404:
                     raise
         return _json_response(errors.success(200))
+
+
+def _decode_only(group: str, version: str, kind: str, body: Any, opts: WriteOptions) -> None:
+    """The typed decoding of a body that is answered, not stored (reviews, TokenRequest): 400 as upstream."""
+    if body is None:
+        return
+    if not isinstance(body, dict):
+        raise errors.bad_request(f"the body of the request must be a {kind}")
+    try:
+        schema.check_object(group, version, kind, body, opts.field_validation, required=False)
+    except schema.DecodeError as e:
+        raise errors.bad_request(
+            f'{kind} in version "{version}" cannot be handled as a {kind}: {e}'
+        ) from None
 
 
 def _scale_body(body: Any) -> dict[str, Any]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -413,3 +414,34 @@ async def test_garbage_collection_survives_malformed_owner_references(cluster: S
     assert status == 200, out
     status, out, _ = await http.send("DELETE", f"/api/v1/namespaces/{NS}")
     assert status == 200, out
+
+
+# -- bodies answered, not stored: reviews and TokenRequest (served with authentication, over TLS) -----------------
+
+
+async def test_reviews_and_token_requests_are_typed(tmp_path: Path) -> None:
+    from kubesched.cluster import certs
+    from kubesched.cluster.local import ClusterOptions, LocalCluster
+
+    cluster = LocalCluster(ClusterOptions(port=0, data_dir=tmp_path, nodes=1, heartbeat_interval=3600.0))
+    await cluster.start()
+    try:
+        pki = certs.generate_pki(tmp_path / "pki", [])  # the files the cluster wrote: the admin's certificate
+        connector = aiohttp.TCPConnector(ssl=pki.client_ssl_context())
+        async with aiohttp.ClientSession(cluster.url, connector=connector) as session:
+            http = Http(session)
+            for path in (
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                "/apis/authorization.k8s.io/v1/namespaces/default/localsubjectaccessreviews",
+            ):
+                _status, out, _ = await http.send("POST", path, {"spec": 5})
+                assert_status(out, 400, "BadRequest", "cannot unmarshal number into Go struct field")
+                _status, out, _ = await http.send("POST", path, {"metadata": 5})
+                assert_status(out, 400, "BadRequest", "of type v1.ObjectMeta")
+            token = "/api/v1/namespaces/default/serviceaccounts/default/token"
+            _status, out, _ = await http.send("POST", token, {"spec": {"expirationSeconds": "x"}})
+            assert_status(out, 400, "BadRequest", "TokenRequestSpec.spec.expirationSeconds of type int64")
+    finally:
+        await cluster.stop()
