@@ -396,6 +396,8 @@ class ApiServer:
         if t.subresource == "log":
             if method != "GET":
                 raise errors.method_not_allowed()
+            for key in ("tailLines", "limitBytes", "sinceSeconds"):
+                _int_param(request.query, key)  # PodLogOptions' integers: 400 before the log reader sees them
             pod = self.api.get(t.rtype, t.namespace, t.name).obj
             if self.pod_logs is None:
                 return web.Response(body=b"", content_type="text/plain")

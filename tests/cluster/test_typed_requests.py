@@ -445,3 +445,10 @@ async def test_reviews_and_token_requests_are_typed(tmp_path: Path) -> None:
             assert_status(out, 400, "BadRequest", "TokenRequestSpec.spec.expirationSeconds of type int64")
     finally:
         await cluster.stop()
+
+
+async def test_pod_log_options_are_typed(http: Http) -> None:
+    assert (await http.send("POST", PODS, pod("l")))[0] == 201
+    for key in ("tailLines", "limitBytes", "sinceSeconds"):
+        _status, out, _ = await http.send("GET", f"{PODS}/l/log", params={key: "abc"})
+        assert_status(out, 400, "BadRequest", 'strconv.ParseInt: parsing "abc": invalid syntax')
