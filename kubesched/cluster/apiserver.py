@@ -149,8 +149,21 @@ def _write_options(request: web.Request) -> WriteOptions:
     return WriteOptions("All" in dry, validation, manager or None)
 
 
+_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+BOOL_PARAMS = ("watch", "allowWatchBookmarks", "force", "orphanDependents", "pretty")
+
+
 def _qbool(q: Any, key: str) -> bool:
-    return str(q.get(key, "")).lower() in ("true", "1")
+    return str(q.get(key, "")) in _GO_TRUE
+
+
+def _check_bool_params(q: Any) -> None:
+    """Boolean query parameters as Go's strconv.ParseBool reads them (400 for anything else; empty is false)."""
+    for key in BOOL_PARAMS:
+        raw = q.get(key)
+        if raw and raw not in _GO_TRUE and raw not in _GO_FALSE:
+            raise errors.bad_request(f'strconv.ParseBool: parsing "{raw}": invalid syntax')
 
 
 def _encode_continue(rv: int, key: tuple[str, str]) -> str:
@@ -381,6 +394,7 @@ class ApiServer:
     ) -> web.StreamResponse:
         t = self._target(group, version, rest)
         q = request.query
+        _check_bool_params(q)
         if t.name is None:
             if method == "GET":
                 if _qbool(q, "watch"):

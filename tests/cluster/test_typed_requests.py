@@ -301,6 +301,8 @@ async def test_custom_object_without_kind_is_400(http: Http) -> None:
     ("method", "path", "params", "code", "fragment"),
     [
         ("GET", CMS, {"limit": "abc"}, 400, 'strconv.ParseInt: parsing "abc": invalid syntax'),
+        ("GET", CMS, {"watch": "yes"}, 400, 'strconv.ParseBool: parsing "yes": invalid syntax'),
+        ("PATCH", f"{CMS}/x", {"force": "maybe"}, 400, 'strconv.ParseBool: parsing "maybe": invalid syntax'),
         ("GET", CMS, {"watch": "true", "timeoutSeconds": "abc"}, 400, 'parsing "abc"'),
         ("DELETE", f"{CMS}/x", {"gracePeriodSeconds": "abc"}, 400, 'parsing "abc"'),
         ("DELETE", f"{CMS}/x", {"propagationPolicy": "Bogus"}, 422, 'propagationPolicy: Unsupported value: "Bogus"'),
