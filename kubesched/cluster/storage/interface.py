@@ -206,3 +206,7 @@ class Storage(Protocol):
     def close_watchers(self) -> None:
         """End every watch (server shutdown)."""
         ...
+
+    def close(self) -> None:
+        """End every watch and release what the backend holds (its file, its etcd connections)."""
+        ...
