@@ -77,6 +77,18 @@ def test_sqlite_reopen_keeps_objects_and_revisions(tmp_path: Path) -> None:
     s.close()
 
 
+def test_sqlite_full_sync_mode(tmp_path: Path) -> None:
+    s = SqliteStorage(tmp_path / "state.db", synchronous="full")
+    assert s._db.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL: an fsync per commit
+    a = s.create(PODS, pod("default", "a"))
+    s.close()
+    s = SqliteStorage(tmp_path / "state.db")
+    assert s._db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL, the default
+    got = s.get(PODS, ("default", "a"))
+    assert got is not None and got.rv == a.rv
+    s.close()
+
+
 def test_sqlite_file_is_held_by_one_server(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     s = SqliteStorage(path)

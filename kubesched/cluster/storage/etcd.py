@@ -315,6 +315,24 @@ class EtcdStorage(MemoryStorage):
             self._apply_inbox()
         return super().list(storage_key, namespace, predicate)
 
+    def list_at(
+        self,
+        storage_key: str,
+        rv: int,
+        namespace: str | None = None,
+        predicate: Predicate | None = None,
+        *,
+        continuing: bool = False,
+    ) -> builtins.list[Stored]:
+        if self._inbox or self._reload_needed:
+            self._apply_inbox()
+        return super().list_at(storage_key, rv, namespace, predicate, continuing=continuing)
+
+    def holds_namespace(self, namespace: str) -> bool:
+        if self._inbox or self._reload_needed:
+            self._apply_inbox()
+        return super().holds_namespace(namespace)
+
     def scan(self, storage_key: str, namespace: str | None = None) -> builtins.list[Stored]:
         if self._inbox or self._reload_needed:
             self._apply_inbox()
