@@ -254,3 +254,14 @@ def test_kubectl_columns_of_claims_and_slices() -> None:
     assert row[:4] == ["node-0-gpu.kubesched.io", "node-0", "gpu.kubesched.io", "node-0"]
     claim_strategy = STRATEGIES[("resource.k8s.io", "resourceclaims")]
     assert claim_strategy.print_row(reserved, now)[:2] == ["c", "allocated,reserved"]
+
+
+def test_generated_claim_of_a_deleted_pod_is_deleted() -> None:
+    env = Env()
+    env.template()
+    env.create_pod("trainer", TEMPLATE_CLAIM)
+    env.settle()
+    assert len(env.claim_list()) == 1
+    env.api.delete(env.pods, NS, "trainer")  # never scheduled: gone at once
+    env.settle()
+    assert env.claim_list() == []

@@ -209,3 +209,70 @@ def test_deployment_fills_the_free_gpus_and_leaves_the_rest_pending(
         raise
     finally:
         sched.stop()
+
+
+def test_a_claim_shared_by_two_pods_puts_them_on_one_node(
+    gpu_cluster: tuple[ClusterProcess, Kubectl],
+) -> None:
+    cluster, kubectl = gpu_cluster
+    kubectl("delete", "deployment", "trainer", "-n", NS, "--ignore-not-found", "--wait=false")
+    wait_for(
+        "the trainer pods and their claims to go",
+        lambda: (
+            not trainer_pods(kubectl)
+            and not any(
+                c["metadata"]["name"].startswith("trainer-")
+                for c in get(kubectl, "resourceclaims", "-n", NS)["items"]
+            )
+        ),
+        timeout=90,
+    )
+    shared_claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "shared-gpu", "namespace": NS},
+        "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.kubesched.io"}}]}
+        },
+    }
+
+    def user(name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": {"app": "shared"}},
+            "spec": {
+                "containers": [{"name": "c", "image": "app:1", "resources": {"claims": [{"name": "gpu"}]}}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}],
+            },
+        }
+
+    sched = start_scheduler(cluster.kubeconfig, "--leader-elect=false")
+    try:
+        create(kubectl, shared_claim, user("user-a"), user("user-b"))
+
+        def both_running() -> list[dict[str, Any]] | None:
+            pods = get(kubectl, "pods", "-n", NS, "-l", "app=shared")["items"]
+            running = [p for p in pods if p.get("status", {}).get("phase") == "Running"]
+            return running if len(running) == 2 else None
+
+        pods = wait_for("both users of the shared claim to run", both_running)
+        assert len({p["spec"]["nodeName"] for p in pods}) == 1
+        claim = get(kubectl, "resourceclaims", "shared-gpu", "-n", NS)
+        assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == ["user-a", "user-b"]
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        assert result["pool"] == pods[0]["spec"]["nodeName"]
+        # When both are gone, the controller deallocates the claim (it is not deleted: nobody owns it).
+        kubectl("delete", "pod", "user-a", "user-b", "-n", NS, "--wait=false")
+        wait_for(
+            "the shared claim to be deallocated",
+            lambda: (
+                not get(kubectl, "resourceclaims", "shared-gpu", "-n", NS).get("status", {}).get("allocation")
+            ),
+            timeout=60,
+        )
+    except BaseException:
+        print(sched.log()[-6000:])
+        raise
+    finally:
+        sched.stop()

@@ -9,8 +9,8 @@
   no new claims.
 - For each claim, it drops ``status.reservedFor`` entries of pods that are gone, replaced (other uid) or done.
   A claim reserved by nobody is deallocated (``status.allocation`` cleared, then the
-  ``resource.kubernetes.io/delete-protection`` finalizer removed), and one generated for a pod that is done is
-  deleted.
+  ``resource.kubernetes.io/delete-protection`` finalizer removed), and one generated for a pod that is done,
+  replaced or gone is deleted.
 
 It watches pods with ``spec.resourceClaims`` (one dict lookup for any other pod write), claims and templates
 through ``ClusterApi.observers`` like the other controllers.
@@ -200,7 +200,9 @@ class ResourceClaimController(Controller):
         owner = next((r for r in meta_of(claim).get("ownerReferences") or () if r.get("controller")), None)
         if owner is not None and owner.get("kind") == "Pod":
             pod = self._get(self.pods_t, ns, str(owner.get("name") or ""))
-            if pod is not None and meta_of(pod).get("uid") == owner.get("uid") and _pod_done(pod):
+            # Generated for a pod that is done, replaced or gone: the claim goes too (upstream leaves "gone" to
+            # the garbage collector; the local cluster's collector does not follow pods' dependents).
+            if pod is None or meta_of(pod).get("uid") != owner.get("uid") or _pod_done(pod):
                 self._deallocate(claim, status)
                 try:
                     self.api.delete(self.claims_t, ns, name)
