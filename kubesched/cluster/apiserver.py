@@ -650,9 +650,12 @@ class ApiServer:
 
     # -- writes -------------------------------------------------------------------------------------------
 
-    async def _body(self, request: web.Request, *, patch: bool = False) -> Any:
+    async def _body(
+        self, request: web.Request, *, patch: bool = False, strict: ResourceType | None = None
+    ) -> Any:
         """The decoded body (None if empty) within kube-apiserver's bounds (``schema/bodies.py``): 413 above
-        3 MiB, 415 for a media type it does not decode, 400 for what does not parse."""
+        3 MiB, 415 for a media type it does not decode, 400 for what does not parse. ``strict``: the kind of a
+        fieldValidation=Strict write, whose JSON body may not repeat a field."""
         length = request.content_length
         if length is not None and length > bodies.MAX_BODY_BYTES:
             raise errors.ApiError(413, "RequestEntityTooLarge", bodies.too_large_message())
@@ -688,7 +691,16 @@ class ApiServer:
             )
         try:
             try:
-                return bodies.parse_json(raw)  # kubectl sends JSON even for apply-patch+yaml
+                value = bodies.parse_json(raw)  # kubectl sends JSON even for apply-patch+yaml
+                if strict is not None and ctype != "application/json-patch+json":
+                    repeated = bodies.duplicate_fields(raw)
+                    if repeated:
+                        listed = ", ".join(f'duplicate field "{p}"' for p in repeated)
+                        raise errors.bad_request(
+                            f'{strict.kind} in version "{strict.version}" cannot be handled as a {strict.kind}: '
+                            f"strict decoding error: {listed}"
+                        )
+                return value
             except bodies.BodyError as e:
                 if not ctype.endswith("yaml"):
                     raise errors.bad_request(f"the request body could not be decoded: {e}") from None
@@ -708,7 +720,7 @@ class ApiServer:
 
     async def _create(self, request: web.Request, t: Target) -> web.Response:
         opts = _write_options(request)
-        body = await self._body(request)
+        body = await self._body(request, strict=t.rtype if opts.field_validation == schema.STRICT else None)
         warnings: list[str] = []
         if t.rtype.plural == "bindings":
             ns = t.namespace or "default"
@@ -735,7 +747,7 @@ class ApiServer:
 
     async def _update(self, request: web.Request, t: Target) -> web.Response:
         opts = _write_options(request)
-        body = await self._body(request)
+        body = await self._body(request, strict=t.rtype if opts.field_validation == schema.STRICT else None)
         assert t.name is not None
         if t.subresource == "scale":
             return _json_response(self.api.update_scale(t.rtype, t.namespace, t.name, _scale_body(body)))
@@ -758,7 +770,9 @@ class ApiServer:
     async def _patch(self, request: web.Request, t: Target) -> web.Response:
         assert t.name is not None
         opts = _write_options(request)
-        body = await self._body(request, patch=True)
+        body = await self._body(
+            request, patch=True, strict=t.rtype if opts.field_validation == schema.STRICT else None
+        )
         ctype = request.headers.get("Content-Type", "")
         if t.subresource == "scale":
             current = self.api.scale_of(t.rtype, self.api.get(t.rtype, t.namespace, t.name).obj)

@@ -454,3 +454,16 @@ async def test_pod_log_options_are_typed(http: Http) -> None:
     for key in ("tailLines", "limitBytes", "sinceSeconds"):
         _status, out, _ = await http.send("GET", f"{PODS}/l/log", params={key: "abc"})
         assert_status(out, 400, "BadRequest", 'strconv.ParseInt: parsing "abc": invalid syntax')
+
+
+async def test_strict_refuses_repeated_fields(http: Http) -> None:
+    raw = b'{"metadata": {"name": "d", "name": "e"}, "data": {"a": "1", "a": "2"}}'
+    _status, out, _ = await http.send("POST", CMS, raw=raw, params={"fieldValidation": "Strict"})
+    assert_status(
+        out,
+        400,
+        "BadRequest",
+        'strict decoding error: duplicate field "data.a", duplicate field "metadata.name"',
+    )
+    status, out, _ = await http.send("POST", CMS, raw=raw)  # Warn: the last value wins, as orjson reads it
+    assert status == 201 and out["metadata"]["name"] == "e" and out["data"] == {"a": "2"}

@@ -14,6 +14,7 @@ Errors are ``BodyError`` with the message of the 400 the server answers.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -44,6 +45,42 @@ def parse_json(raw: bytes) -> Any:
     if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH:
         _Walk(convert_keys=False).run(value)
     return value
+
+
+class _Repeated(dict[str, Any]):
+    """A JSON object whose text repeated some of its keys (the last value kept, as orjson keeps it)."""
+
+    repeated: list[str]
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    out = _Repeated(obj)
+    seen: set[str] = set()
+    out.repeated = [k for k, _ in pairs if k in seen or seen.add(k)]  # type: ignore[func-returns-value]
+    return out
+
+
+def duplicate_fields(raw: bytes) -> list[str]:
+    """Paths of the keys a JSON body repeats within one object (``spec.containers[0].name``), which strict
+    decoding refuses; orjson keeps the last value silently, so only Strict requests pay this second parse."""
+    try:
+        value = json.loads(raw, object_pairs_hook=_pairs)
+    except (ValueError, RecursionError):
+        return []
+    found: list[str] = []
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node, _Repeated):
+                found.extend(f"{path}.{k}" if path else k for k in dict.fromkeys(node.repeated))
+            stack.extend((v, f"{path}.{k}" if path else k) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node))
+    return sorted(found)
 
 
 def _timestamp_as_text(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
