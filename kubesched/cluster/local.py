@@ -18,7 +18,7 @@ from kubesched.cluster import certs, devices, kubeconfig
 from kubesched.cluster.api import ClusterApi
 from kubesched.cluster.apiserver import ApiServer, start_server
 from kubesched.cluster.auth.authn import Authenticator, load_token_file
-from kubesched.cluster.auth.bootstrap import ensure_bootstrap_policy
+from kubesched.cluster.auth.bootstrap import ensure_authentication_configmap, ensure_bootstrap_policy
 from kubesched.cluster.auth.rbac import RBACAuthorizer
 from kubesched.cluster.auth.reviews import AuthApi
 from kubesched.cluster.auth.tokens import TokenIssuer
@@ -203,6 +203,8 @@ class LocalCluster:
         else:
             hosts = [host] if host not in ("0.0.0.0", "::", "127.0.0.1", "localhost") else []
             pki = certs.generate_pki(o.data_dir / "pki", hosts)
+            # As kube-apiserver: components' delegated authentication verifies client certificates against it.
+            ensure_authentication_configmap(self.api, pki.ca_cert_pem)
             ssl_ctx = pki.server_ssl_context()
             self.token_issuer = TokenIssuer(o.data_dir / "pki" / "sa.key")
             static = load_token_file(o.token_auth_file) if o.token_auth_file else {}
