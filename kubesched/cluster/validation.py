@@ -1185,6 +1185,75 @@ def _validate_schema_props(props: Any, path: str, depth: int = 0) -> list[Cause]
     return causes
 
 
+_SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
+_SESSION_AFFINITIES = ("ClientIP", "None")
+
+
+def validate_service(service: Obj) -> list[Cause]:
+    """Service spec enums and port numbers (upstream ValidateService, the parts clients get wrong)."""
+    spec = _dict(service.get("spec"))
+    causes: list[Cause] = []
+    kind = spec.get("type")
+    if kind not in (None, "") and kind not in _SERVICE_TYPES:
+        causes.append(not_supported("spec.type", kind, _SERVICE_TYPES))
+    affinity = spec.get("sessionAffinity")
+    if affinity not in (None, "") and affinity not in _SESSION_AFFINITIES:
+        causes.append(not_supported("spec.sessionAffinity", affinity, _SESSION_AFFINITIES))
+    for i, port in enumerate(_list(spec.get("ports"))):
+        port = _dict(port)
+        at = f"spec.ports[{i}]"
+        number = port.get("port")
+        if isinstance(number, int) and not 1 <= number <= 65535:
+            causes.append(invalid(at + ".port", number, PORT_RANGE))
+        target = port.get("targetPort")
+        if isinstance(target, int) and target != 0 and not 1 <= target <= 65535:
+            causes.append(invalid(at + ".targetPort", target, PORT_RANGE))
+        protocol = port.get("protocol")
+        if protocol not in (None, "") and protocol not in _PORT_PROTOCOLS:
+            causes.append(not_supported(at + ".protocol", protocol, _PORT_PROTOCOLS))
+    return causes
+
+
+def _int_or_percent(value: Any, path: str) -> list[Cause]:
+    if isinstance(value, int):
+        return [invalid(path, value, IS_NEGATIVE)] if value < 0 else []
+    if isinstance(value, str):
+        digits = value[:-1] if value.endswith("%") else ""
+        if not digits.isdigit():
+            return [
+                invalid(
+                    path, value, "a valid percent string must be a numeric string followed by an ending '%'"
+                )
+            ]
+        if int(digits) > 100:
+            return [invalid(path, value, "must not be greater than 100%")]
+    return []
+
+
+def validate_disruption_budget(pdb: Obj) -> list[Cause]:
+    """PodDisruptionBudget spec (upstream ValidatePodDisruptionBudgetSpec): one of the two bounds, each a
+    non-negative count or a percentage, and a valid selector."""
+    spec = _dict(pdb.get("spec"))
+    causes: list[Cause] = []
+    low, high = spec.get("minAvailable"), spec.get("maxUnavailable")
+    if low is not None and high is not None:
+        causes.append(invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set"))
+    if low is not None:
+        causes.extend(_int_or_percent(low, "spec.minAvailable"))
+    if high is not None:
+        causes.extend(_int_or_percent(high, "spec.maxUnavailable"))
+    if isinstance(spec.get("selector"), dict):
+        causes.extend(_validate_label_selector(spec["selector"], "spec.selector"))
+    return causes
+
+
+def validate_priority_class(pc: Obj) -> list[Cause]:
+    policy = pc.get("preemptionPolicy")
+    if policy not in (None, "") and policy not in _PREEMPTION_POLICIES:
+        return [not_supported("preemptionPolicy", policy, _PREEMPTION_POLICIES)]
+    return []
+
+
 def validate_replicated(obj: Obj) -> list[Cause]:
     """Deployments, ReplicaSets, StatefulSets, DaemonSets, ReplicationControllers: counts not negative and the
     pod template's spec valid (upstream validates the template as a pod)."""

@@ -467,3 +467,24 @@ async def test_strict_refuses_repeated_fields(http: Http) -> None:
     )
     status, out, _ = await http.send("POST", CMS, raw=raw)  # Warn: the last value wins, as orjson reads it
     assert status == 201 and out["metadata"]["name"] == "e" and out["data"] == {"a": "2"}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "fragment"),
+    [
+        (f"/api/v1/namespaces/{NS}/services", {"metadata": {"name": "s"}, "spec": {"type": "Bogus", "ports": [{"port": 80}]}},
+         'spec.type: Unsupported value: "Bogus"'),
+        (f"/api/v1/namespaces/{NS}/services", {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 70000}]}},
+         "spec.ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive"),
+        (f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets",
+         {"metadata": {"name": "b"}, "spec": {"minAvailable": 1, "maxUnavailable": 1}},
+         "minAvailable and maxUnavailable cannot be both set"),
+        (f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets", {"metadata": {"name": "b"}, "spec": {"minAvailable": "x%"}},
+         "spec.minAvailable: Invalid value"),
+        ("/apis/scheduling.k8s.io/v1/priorityclasses", {"metadata": {"name": "pc"}, "value": 5, "preemptionPolicy": "Bogus"},
+         'preemptionPolicy: Unsupported value: "Bogus"'),
+    ],
+)  # fmt: skip
+async def test_kind_enums_and_ranges_are_422(http: Http, path: str, body: Obj, fragment: str) -> None:
+    _status, out, _ = await http.send("POST", path, body)
+    assert_status(out, 422, "Invalid", fragment)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesched.cluster import validation
 from kubesched.cluster.kinds.printing import AGE_COLUMN, NAME_COLUMN, Column, col, created, name_of
-from kubesched.cluster.kinds.strategy import Strategy
-from kubesched.cluster.resources import Obj
+from kubesched.cluster.kinds.strategy import Cause, Strategy
+from kubesched.cluster.resources import Obj, ResourceType
 
 COLUMNS: list[Column] = [
     NAME_COLUMN,
@@ -19,6 +20,12 @@ COLUMNS: list[Column] = [
 
 class DisruptionBudgetStrategy(Strategy):
     columns = COLUMNS
+
+    def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
+        return super().validate_object(rtype, obj) + validation.validate_disruption_budget(obj)
+
+    def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
+        return super().validate_update(rtype, new, old) + validation.validate_disruption_budget(new)
 
     def print_row(self, obj: Obj, now: Any) -> list[Any]:
         spec, status = obj.get("spec") or {}, obj.get("status") or {}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kubesched.cluster import validation
 from kubesched.cluster.kinds.printing import AGE_COLUMN, NAME_COLUMN, Column, col, created, name_of
-from kubesched.cluster.kinds.strategy import Strategy
+from kubesched.cluster.kinds.strategy import Cause, Strategy
 from kubesched.cluster.resources import Obj, ResourceType
 
 if TYPE_CHECKING:
@@ -22,6 +23,9 @@ COLUMNS: list[Column] = [
 
 class PriorityClassStrategy(Strategy):
     columns = COLUMNS
+
+    def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
+        return super().validate_object(rtype, obj) + validation.validate_priority_class(obj)
 
     def prepare_for_create(self, api: ClusterApi, rtype: ResourceType, obj: Obj) -> None:
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")

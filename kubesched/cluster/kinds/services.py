@@ -6,7 +6,8 @@ import random
 from typing import TYPE_CHECKING
 
 from kubesched.apimachinery.validation import name_is_dns_label
-from kubesched.cluster.kinds.strategy import Strategy
+from kubesched.cluster import validation
+from kubesched.cluster.kinds.strategy import Cause, Strategy
 from kubesched.cluster.resources import Obj, ResourceType
 
 if TYPE_CHECKING:
@@ -17,6 +18,12 @@ class ServiceStrategy(Strategy):
     owns_dependents = True  # EndpointSlices
     # RelaxedServiceNameValidation (beta and on by default in 1.36).
     name_check = staticmethod(name_is_dns_label)
+
+    def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
+        return super().validate_object(rtype, obj) + validation.validate_service(obj)
+
+    def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
+        return super().validate_update(rtype, new, old) + validation.validate_service(new)
 
     def prepare_for_create(self, api: ClusterApi, rtype: ResourceType, obj: Obj) -> None:
         spec = dict(obj.get("spec") or {})
