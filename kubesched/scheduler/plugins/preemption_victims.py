@@ -34,6 +34,7 @@ the same ``PodInfo`` objects and no start time lies between the time it was sort
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -696,7 +697,7 @@ class FastDryRun:
                 victims = [e.victims[c] for c in chosen]
                 v = violations[j]
             else:
-                victims = [p for p, hit in zip(e.victims, row, strict=False) if hit]
+                victims = list(itertools.compress(e.victims, row))
                 v = 0
             out[slot] = _Outcome(
                 victims, v, VictimStats(v, top_j, total_j, n_victims, earliest_j, unstarted_j), None
