@@ -498,3 +498,53 @@ async def test_queue_reports_incoming_pods_and_unschedulable_reasons() -> None:
     )
     assert reg.get_sample_value("scheduler_pending_pods", {"queue": "gated"}) == 1
     assert reg.get_sample_value("scheduler_pending_pods", {"queue": "unschedulable"}) == 1
+
+
+async def test_a_pod_its_gate_still_holds_stays_put_on_each_event() -> None:
+    """DefaultPreemption's shape: a preemptor gated while its victims go. Each victim deletion re-asks
+    PreEnqueue once; while the gate holds the pod stays in unschedulablePods (not re-counted as incoming), and the
+    event after the gate opens moves it."""
+    metrics = SchedulerMetrics()
+    clock = FakeClock()
+    gated: set[str] = set()
+    asked: list[str] = []
+
+    def pre_enqueue(pi: PodInfo) -> Status:
+        asked.append(pi.uid)
+        if pi.uid in gated:
+            return Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["waiting for preemption"], "DefaultPreemption"
+            )
+        return Status.success()
+
+    events = {**PLUGIN_EVENTS, "DefaultPreemption": [ClusterEvent("Pod", "Delete")]}
+    q = new_queue(clock, pre_enqueue=pre_enqueue, plugin_events=events, metrics=metrics)
+    q.add(make_pod("p"))
+    await fail(q, "NodeResourcesFit")
+    gated.add("uid-p")
+    clock.advance(3)  # past its backoff: an event sends it towards activeQ, where the gate stops it
+    victim_gone = ClusterEvent("Pod", "Delete")
+    q.move_all_to_active_or_backoff(victim_gone)
+    assert q.where("uid-p") == GATED and q.pending_counts()[GATED] == 1
+    counted = gated_incoming(metrics)
+    assert counted == 1
+    asked.clear()
+    for _ in range(3):
+        q.move_all_to_active_or_backoff(victim_gone)
+        assert q.where("uid-p") == GATED and q.pending_counts()[GATED] == 1
+    assert asked == ["uid-p"] * 3
+    assert gated_incoming(metrics) == counted
+    gated.clear()
+    q.move_all_to_active_or_backoff(victim_gone)
+    assert q.where("uid-p") == ACTIVE and q.pending_counts()[GATED] == 0
+
+
+def gated_incoming(metrics: SchedulerMetrics) -> float:
+    """Pods counted into the gated queue, over every event."""
+    return sum(
+        sample.value
+        for family in metrics.registry.collect()
+        if family.name == "scheduler_queue_incoming_pods"
+        for sample in family.samples
+        if sample.name.endswith("_total") and sample.labels.get("queue") == "gated"
+    )
