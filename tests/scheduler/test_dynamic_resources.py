@@ -279,7 +279,8 @@ async def test_shared_claim_already_allocated_is_only_reserved() -> None:
     assert bound["status"]["allocation"]["devices"]["results"][0]["device"] == "instance-1"
 
 
-def test_cel_error_ends_the_cycle_with_an_error() -> None:
+def test_cel_runtime_error_rejects_the_node_with_the_error() -> None:
+    # Upstream's "CEL-runtime-error" cases: the node fails with the error, unresolvable (no traceback, no retry).
     objs = (
         claim(
             requests=[
@@ -289,18 +290,14 @@ def test_cel_error_ends_the_cycle_with_an_error() -> None:
         device_class(),
         resource_slice("worker", device("instance-1")),
     )
-    cache, _, plugin = setup(*objs)
+    cache, _, plugin = setup(*objs, nodes=("worker", "worker-2"))
     pi = cache.pod_info(pod(claims=CLAIM_REF))
     state = CycleState()
     plugin.pre_filter(state, pi, cache.table)
-    try:
-        plugin.filter(state, pi, cache.table, all_slots(cache))
-    except RuntimeError as e:
-        assert (
-            "claim default/my-pod-my-resource: selector #0: CEL runtime error: no such key: missing" in str(e)
-        )
-    else:
-        raise AssertionError("expected an error")
+    assert verdicts(plugin, state, cache, pi) == {
+        "worker": ["claim default/my-pod-my-resource: selector #0: CEL runtime error: no such key: missing"],
+        "worker-2": [CANNOT_ALLOCATE],
+    }
 
 
 # --- the framework of the default profile ------------------------------------------------------------------

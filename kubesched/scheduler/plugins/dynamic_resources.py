@@ -180,9 +180,13 @@ def _filter_by_counts(
 
 
 def _filter_by_search(
-    s: _State, allocator: Allocator, nodes: NodeTable, idx: np.ndarray, bits: np.ndarray
+    s: _State, allocator: Allocator, nodes: NodeTable, idx: np.ndarray, bits: np.ndarray, errors: list[str]
 ) -> None:
-    """Node by node: the allocator's search (constraints, alternatives, All, devices shared between nodes)."""
+    """Node by node: the allocator's search (constraints, alternatives, All, devices shared between nodes).
+
+    A selector that fails at runtime on a node's device (a CEL error such as ``no such key``) rejects that node
+    with the error as its reason, unresolvable, as upstream's Filter does; ``errors`` collects those messages
+    (reason bits 8, 16, ... after the three fixed reasons)."""
     names = nodes.names
     pools = allocator.pools
     counting = allocator.count_only is not None
@@ -194,16 +198,22 @@ def _filter_by_search(
             bits[pos] = 2
             continue
         matches = _node_matcher(nodes, slot, s.masks)
-        if counting:
-            if allocator.fits(node_name, matches):
-                s.feasible.add(node_name)
-            else:
-                bits[pos] = 2
-            continue
         try:
+            if counting:
+                if allocator.fits(node_name, matches):
+                    s.feasible.add(node_name)
+                else:
+                    bits[pos] = 2
+                continue
             found = allocator.allocate(node_name, matches)
         except AllocationTimeout:
             bits[pos] = 4
+            continue
+        except AllocationError as e:
+            message = str(e)
+            if message not in errors and len(errors) < 60:  # 64 reason bits, 3 taken
+                errors.append(message)
+            bits[pos] = 8 << (errors.index(message) if message in errors else len(errors) - 1)
             continue
         if found is None:
             bits[pos] = 2
@@ -319,17 +329,21 @@ class DynamicResources:
                 bits[~ok] = 1
                 s.unavailable.add(i)
         allocator = s.allocator
+        errors: list[str] = []
         if allocator is not None:
-            try:
-                if allocator.count_only is not None and not allocator.pools.shared:
+            counted = False
+            if allocator.count_only is not None and not allocator.pools.shared:
+                try:
                     _filter_by_counts(s, allocator, allocator.count_only[1], nodes, idx, bits)
-                else:
-                    _filter_by_search(s, allocator, nodes, idx, bits)
-            except AllocationError as e:
-                raise RuntimeError(str(e)) from None
+                    counted = True
+                except AllocationError:
+                    pass  # a selector fails on some device: the search says on which nodes
+            if not counted:
+                _filter_by_search(s, allocator, nodes, idx, bits, errors)
         if not bits.any():
             return Filtered.all_pass(len(idx))
-        return Filtered(bits, (NOT_AVAILABLE_ON_NODE, CANNOT_ALLOCATE, TIMED_OUT), (True, True, True))
+        reasons = (NOT_AVAILABLE_ON_NODE, CANNOT_ALLOCATE, TIMED_OUT, *errors)
+        return Filtered(bits, reasons, (True,) * len(reasons))
 
     # -- PostFilter ----------------------------------------------------------------------------------------
 
