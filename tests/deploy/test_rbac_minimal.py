@@ -86,6 +86,10 @@ INFORMERS = (
     ("storage.k8s.io", "csinodes"),
     ("storage.k8s.io", "csidrivers"),
     ("storage.k8s.io", "csistoragecapacities"),
+    # scheduler/dra/informers.py, when DynamicResources is enabled (the default profile)
+    ("resource.k8s.io", "deviceclasses"),
+    ("resource.k8s.io", "resourceclaims"),
+    ("resource.k8s.io", "resourceslices"),
 )
 POD_NS = "team-a"  # any namespace a pod lives in
 
@@ -115,6 +119,42 @@ def scheduler_requests(config: Obj) -> list[Request]:
         Request(
             "update", "", "persistentvolumeclaims", namespace=POD_NS, name="data", why="VolumeBinding PreBind"
         ),
+        Request(
+            "update",
+            "resource.k8s.io",
+            "resourceclaims",
+            namespace=POD_NS,
+            name="gpu",
+            why="DRA claim finalizer",
+        ),
+        Request(
+            "update",
+            "resource.k8s.io",
+            "resourceclaims",
+            "status",
+            POD_NS,
+            "gpu",
+            why="DRA PreBind allocation",
+        ),
+        Request(
+            "patch",
+            "resource.k8s.io",
+            "resourceclaims",
+            "status",
+            POD_NS,
+            "gpu",
+            why="DRA Unreserve reservedFor",
+        ),
+        Request(
+            "get",
+            "",
+            "configmaps",
+            namespace="kube-system",
+            name="extension-apiserver-authentication",
+            why="secure port: client CA (serving/options.py)",
+        ),
+        Request("create", "authentication.k8s.io", "tokenreviews", why="secure port: bearer tokens"),
+        Request("create", "authorization.k8s.io", "subjectaccessreviews", why="secure port: authorization"),
         Request(
             "get", "coordination.k8s.io", "leases", namespace=lease_ns, name=lease, why="leader election"
         ),
