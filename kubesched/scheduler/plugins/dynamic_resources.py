@@ -11,9 +11,13 @@ ResourceClaimTemplate, whose claim the ResourceClaim controller creates and reco
   the structured allocator (``scheduler/dra/allocator.py``) with every device already allocated or in flight
   excluded. A missing DeviceClass is ``request R: device class C does not exist``.
 - Filter: ``resourceclaim not available on the node`` where an allocated claim's node selector does not
-  match, ``cannot allocate all claims`` where the allocator finds no solution (both unresolvable: preemption
-  does not free devices). The allocation found per node is kept for Reserve and Score.
-- PostFilter: ``no new claims to deallocate`` for a pod without claims; with claims, an allocated claim that
+  match, ``cannot allocate all claims`` where the allocator finds no solution, ``timed out trying to allocate
+  devices`` after 10 s on one node, or the CEL runtime error of a selector (all unresolvable: preemption does
+  not free devices). Claims of the common shape (ExactCount of one kind of device, no constraints) are
+  checked for all nodes at once by counting free matching devices, their devices picked at Reserve; the others
+  are searched node by node and the allocation found is kept for Reserve and Score.
+- PostFilter: ``no new claims to deallocate`` for a pod without claims (or when PreFilter rejected it); with
+  claims, an allocated claim that
   kept the pod off some node and is reserved by no other pod is deallocated (``deallocation of ResourceClaim
   completed``), else ``still not schedulable``.
 - Score: with ``firstAvailable`` requests, 8 minus the index of the chosen sub-request per request, normalised
