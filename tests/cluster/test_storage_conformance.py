@@ -77,9 +77,9 @@ def make(request: pytest.FixtureRequest) -> Iterator[Callable[[int], Storage]]:
 
     yield factory
     for st in made:
-        close = getattr(st, "close", None)
-        if close is not None:
-            close()
+        st.close()
+        if isinstance(st, SqliteStorage):
+            shutil.rmtree(st.path.parent, ignore_errors=True)
 
 
 @pytest.fixture
