@@ -163,8 +163,12 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
     explainer = Explainer(config, catalogue, seed=args.seed)
     watcher = None
     if args.scheduler_url:
+        # The scheduler's secure port authorizes /metrics and /debug/queue: present the kubeconfig's identity.
         watcher = SchedulerWatcher(
-            args.scheduler_url, ca_file=args.scheduler_ca_file, interval=args.scheduler_poll_interval
+            args.scheduler_url,
+            ca_file=args.scheduler_ca_file,
+            interval=args.scheduler_poll_interval,
+            credentials=client_config,
         )
     server = DashboardServer(
         model, explainer, watcher=watcher, bind_address=args.bind_address, port=args.port
