@@ -569,6 +569,12 @@ def _built(registry: ResourceRegistry) -> _Built:
     return built
 
 
+def is_built(registry: ResourceRegistry) -> bool:
+    """Whether the documents of the registry's current generation are built (serving them is a lookup)."""
+    built = _cache.get(registry)
+    return built is not None and built.generation == registry.generation
+
+
 def openapi_index(registry: ResourceRegistry) -> Doc:
     """``GET /openapi/v3``: each served group-version's document URL, with a content hash."""
     return _built(registry).index

@@ -33,6 +33,7 @@ __all__ = [
     "check_object",
     "definition_for",
     "definitions",
+    "warm",
 ]
 
 
@@ -86,3 +87,9 @@ def check_metadata(meta: Any, mode: str) -> Checked:
 
 
 _METADATA_ROOT: Path = (None, "metadata")
+
+
+def warm() -> None:
+    """Load the definitions and compile the most used checkers now (both are cached for the process)."""
+    check_object("", "v1", "Pod", {}, IGNORE)
+    check_object("", "v1", "Binding", {}, IGNORE)
