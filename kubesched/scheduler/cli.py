@@ -24,6 +24,7 @@ from kubesched.serving.options import AuthSetupError, go_bool, port_number
 from kubesched.serving.options import add_flags as add_serving_flags
 
 if TYPE_CHECKING:
+    from kubesched.scheduler.config.types import SchedulerConfiguration
     from kubesched.scheduler.framework.catalogue import Catalogue
 
 log = logging.getLogger("kubesched.scheduler")
@@ -363,13 +364,8 @@ async def _lead(sched: Any, elector: Any, metrics: Any, lease_name: str, service
     await sched.run(elector.leading)
 
 
-def _configz(config: Any) -> dict[str, Any]:
-    try:
-        if hasattr(config, "model_dump"):
-            return config.model_dump(mode="json")
-        return {
-            "apiVersion": getattr(config, "api_version", ""),
-            "profiles": [p.scheduler_name for p in config.profiles],
-        }
-    except Exception:
-        return {}
+def _configz(config: SchedulerConfiguration) -> dict[str, Any]:
+    # Upstream's /configz: the effective configuration with every default and every plugin's args.
+    from kubesched.scheduler.config.serialize import effective_document
+
+    return effective_document(config)
