@@ -30,6 +30,8 @@ from typing import Any
 import pytest
 from clusterproc import ClusterProcess, Kubectl, find_kubectl, free_port, start_cluster, wait_for
 
+from kubesched.serving.fetch import kubeconfig_get_sync
+
 KUBECTL = find_kubectl()
 pytestmark = [
     pytest.mark.slow,
@@ -279,6 +281,22 @@ def test_operator_end_to_end(cluster: ClusterProcess, tmp_path: Path) -> None:
         assert (
             "MostAllocated" not in (config / "kube-scheduler-pod-1/configmaps/config/config.yaml").read_text()
         )
+
+        # What the running scheduler says it runs: its /configz, read as the admin (the port is guarded).
+        def fit_strategy() -> str | None:
+            try:
+                code, body = kubeconfig_get_sync(
+                    f"https://{NODE_IP}:{port}/configz", str(cluster.kubeconfig), timeout=5
+                )
+            except OSError:
+                return None
+            if code != 200:
+                return None
+            (profile,) = json.loads(body)["componentconfig"]["profiles"]
+            fit = next(c["args"] for c in profile["pluginConfig"] if c["name"] == "NodeResourcesFit")
+            return str(fit["scoringStrategy"]["type"])
+
+        assert wait_for(lambda: fit_strategy() == "MostAllocated" or None, 60, "the scheduler's /configz")
         kubectl(
             "run",
             "e2e-packed",
