@@ -261,6 +261,11 @@ async def _run(
     checked = False
     try:
         scheduler_argv(args.scheduler_command, dict.fromkeys(PLACEHOLDERS, "x"))  # a bad template: refuse now
+        if workload.volumes:
+            # its PVs, PVCs and CSINodes are not fenced off and cleaned up here yet
+            raise ExternalError(
+                f"{workload.name} cannot run with --kubeconfig yet (only on the local cluster)"
+            )
         await preflight(client, objects, args.force)
         checked = True
         result.update(

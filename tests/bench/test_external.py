@@ -217,3 +217,24 @@ def test_interrupted_run_cleans_up(cluster: ClusterProcess, sig: signal.Signals)
     assert proc.returncode in (1, 130), err
     assert "Traceback" not in err
     assert _leftovers(cluster) == (set(), set(), set())
+
+
+def test_a_workload_with_volume_objects_is_refused(
+    cluster: ClusterProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "bench",
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "-w",
+        "SchedulingWithPVCs",
+        *SIZES,
+        "--no-progress",
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err
+        == "kubesched bench: SchedulingWithPVCs cannot run with --kubeconfig yet (only on the local cluster)"
+    )
+    assert _leftovers(cluster) == (set(), set(), set())
