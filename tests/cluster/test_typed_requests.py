@@ -488,3 +488,61 @@ async def test_strict_refuses_repeated_fields(http: Http) -> None:
 async def test_kind_enums_and_ranges_are_422(http: Http, path: str, body: Obj, fragment: str) -> None:
     _status, out, _ = await http.send("POST", path, body)
     assert_status(out, 422, "Invalid", fragment)
+
+
+async def test_custom_resources_follow_their_structural_schema(http: Http) -> None:
+    spec_schema = {
+        "type": "object",
+        "required": ["image"],
+        "properties": {
+            "image": {"type": "string"},
+            "replicas": {"type": "integer", "minimum": 0},
+            "mode": {"type": "string", "enum": ["Fast", "Slow"]},
+            "port": {"x-kubernetes-int-or-string": True},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
+    }
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "apps.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "apps", "singular": "app", "kind": "App", "listKind": "AppList"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec_schema}}},
+                }
+            ],
+        },
+    }
+    status, out, _ = await http.send("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    assert status == 201, out
+    apps = f"/apis/example.com/v1/namespaces/{NS}/apps"
+
+    def app(**spec: Any) -> Obj:
+        return {"apiVersion": "example.com/v1", "kind": "App", "metadata": {"name": "a"}, "spec": spec}
+
+    for spec, fragment in [
+        ({"image": "i", "replicas": "3"}, 'spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"'),
+        ({"image": "i", "replicas": -1}, "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"),
+        ({"image": "i", "tags": [1]}, 'spec.tags[0]: Invalid value: "integer": spec.tags[0] in body must be of type string'),
+        ({"image": "i", "port": True}, 'spec.port: Invalid value: "boolean"'),
+        ({"replicas": 1}, "spec.image: Required value"),
+    ]:  # fmt: skip
+        _status, out, _ = await http.send("POST", apps, app(**spec))
+        assert_status(out, 422, "Invalid", 'App.example.com "a" is invalid: ' + fragment)
+    good = app(
+        image="i", replicas=2, mode="Fast", port="http", tags=["x"], extra={"any": [1, {"thing": None}]}
+    )
+    status, out, _ = await http.send("POST", apps, good)
+    assert status == 201, out
+    status, out, _ = await http.send(
+        "PATCH", f"{apps}/a", {"spec": {"replicas": "many"}}, ctype="application/merge-patch+json"
+    )
+    assert_status(out, 422, "Invalid", "spec.replicas in body must be of type integer")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kubesched.cluster.kinds.strategy import SPEC_REPLICAS, STATUS_REPLICAS, Strategy, changed_outside
+from kubesched.cluster.kinds.strategy import SPEC_REPLICAS, STATUS_REPLICAS, Cause, Strategy, changed_outside
 from kubesched.cluster.resources import Obj, ResourceType
+from kubesched.cluster.schema.structural import validate_custom_resource
 
 if TYPE_CHECKING:
     from kubesched.cluster.api import ClusterApi
@@ -22,6 +23,22 @@ class CustomResourceStrategy(Strategy):
     def prepare_for_create(self, api: ClusterApi, rtype: ResourceType, obj: Obj) -> None:
         if rtype.status_subresource:
             obj.pop("status", None)  # CRs with a status subresource ignore status on create
+
+    def _schema(self, rtype: ResourceType) -> Any:
+        assert rtype.crd is not None
+        for v in rtype.crd["spec"].get("versions") or []:
+            if v.get("name") == rtype.version:
+                return (v.get("schema") or {}).get("openAPIV3Schema")
+        return None
+
+    def validate_object(self, rtype: ResourceType, obj: Obj) -> list[Cause]:
+        """Metadata as every kind, then the CRD's structural schema (types, required, enums, bounds)."""
+        causes = super().validate_object(rtype, obj)
+        return causes or validate_custom_resource(self._schema(rtype), obj)
+
+    def validate_update(self, rtype: ResourceType, new: Obj, old: Obj) -> list[Cause]:
+        causes = super().validate_update(rtype, new, old)
+        return causes or validate_custom_resource(self._schema(rtype), new)
 
     def spec_changed(self, rtype: ResourceType, new: Obj, prev: Obj) -> bool:
         # Without a status subresource, a status change is a change like any other.
