@@ -345,7 +345,6 @@ class Demo:
 
     def operator_installs_scheduler(self) -> None:
         """Step 2: ``kubesched operator`` installs revision 1 of the scheduler as a static pod on control-plane-0."""
-        self._grant_dra_reads_if_missing()
         self.start(
             [
                 "operator",
@@ -419,46 +418,6 @@ class Demo:
             console.print(f"   [bold]kubectl logs -n {OPERAND_NS} {name} --tail=2[/bold]")
             for line in self.k("logs", "-n", OPERAND_NS, name, "--tail=2").splitlines():
                 console.print(f"   [dim]{escape(line[:160])}[/dim]")
-
-    def _grant_dra_reads_if_missing(self) -> None:
-        """The scheduler watches resource.k8s.io; grant its service account the reads when the cluster's
-        system:kube-scheduler role does not (yet) include them, or its informers never sync."""
-        from kubernetes import client, config
-
-        api = config.new_client_from_config(config_file=str(self.kubeconfig))
-        rbac = client.RbacAuthorizationV1Api(api)
-        role = rbac.read_cluster_role("system:kube-scheduler")
-        granted = {r for rule in role.rules or [] for r in rule.resources or []}
-        if {"resourceslices", "resourceclaimtemplates"} <= granted:
-            return
-        role_body: Any = {
-            "metadata": {"name": "demo-dra-reader"},
-            "rules": [
-                {
-                    "apiGroups": ["resource.k8s.io"],
-                    "resources": [
-                        "deviceclasses",
-                        "resourceclaims",
-                        "resourceclaimtemplates",
-                        "resourceslices",
-                    ],
-                    "verbs": ["get", "list", "watch"],
-                }
-            ],
-        }
-        rbac.create_cluster_role(role_body)
-        binding_body: Any = {
-            "metadata": {"name": "demo-dra-reader"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "demo-dra-reader",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "kube-scheduler", "namespace": OPERAND_NS}],
-        }
-        rbac.create_cluster_role_binding(binding_body)
-
-    # --- 5b. a new profile rolls out revision 2 --------------------------------------------------------------
 
     def profile_rollout(self) -> None:
         import yaml

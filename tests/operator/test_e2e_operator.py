@@ -140,35 +140,6 @@ def mirror_pod(kubectl: Kubectl) -> dict[str, Any] | None:
     return get_json(kubectl, "pod", "-n", OPERAND, MIRROR)
 
 
-# The scheduler watches resource.k8s.io (DynamicResources); the local cluster's bootstrap ClusterRole
-# system:kube-scheduler does not yet grant resourceslices/resourceclaimtemplates, so its informers would stay
-# unsynced under the operator's service account. Granted here until the bootstrap policy does (not the operator's
-# business: it binds the scheduler to the roles kube-scheduler runs with).
-DRA_READER = """
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: e2e-dra-reader}
-rules:
-- apiGroups: [resource.k8s.io]
-  resources: [deviceclasses, resourceclaims, resourceclaimtemplates, resourceslices]
-  verbs: [get, list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: e2e-dra-reader}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-dra-reader}
-subjects:
-- {kind: ServiceAccount, name: kube-scheduler, namespace: openshift-kube-scheduler}
-"""
-
-
-def grant_dra_reads_if_missing(kubectl: Kubectl) -> None:
-    role = get_json(kubectl, "clusterrole", "system:kube-scheduler") or {}
-    granted = {r for rule in role.get("rules") or [] for r in rule.get("resources") or []}
-    if not {"resourceslices", "resourceclaimtemplates"} <= granted:
-        kubectl("apply", "-f", "-", input=DRA_READER)
-
-
 def https_get(url: str, token: str | None) -> str:
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
@@ -182,7 +153,6 @@ def test_operator_end_to_end(cluster: ClusterProcess, tmp_path: Path) -> None:
     assert KUBECTL is not None
     kubectl = Kubectl(KUBECTL, cluster.kubeconfig, tmp_path / "kcache")
     port = free_port(NODE_IP)  # not 10259: other clusters on this machine may use control-plane-0's default
-    grant_dra_reads_if_missing(kubectl)
     operator = start_operator(cluster.kubeconfig, port)
     try:
         # 1. revision 1 from an empty cluster

@@ -99,31 +99,6 @@ def install_revision(node_root: Path, namespace_objects: dict[str, Obj], revisio
     return resource_dir
 
 
-async def grant_missing_dra_read(client: ApiClient, subject: Obj | None = None) -> None:
-    """The scheduler's DRA informers list ResourceClaimTemplates, which the local cluster's bootstrap
-    ``system:kube-scheduler`` ClusterRole does not grant (so a scheduler running as that role never syncs its
-    caches and never campaigns). Until the policy or the informer changes, these tests grant that one read to
-    ``subject`` (default: the operand's ServiceAccount)."""
-    rbac = "rbac.authorization.k8s.io/v1"
-    name = "test:kube-scheduler:resourceclaimtemplates"
-    rule = {
-        "apiGroups": ["resource.k8s.io"],
-        "resources": ["resourceclaimtemplates"],
-        "verbs": ["get", "list", "watch"],
-    }
-    await client.create(rbac, "clusterroles", {"metadata": {"name": name}, "rules": [rule]})
-    subject = subject or {
-        "kind": "ServiceAccount",
-        "name": "kube-scheduler",
-        "namespace": c.OPERAND_NAMESPACE,
-    }
-    if subject["kind"] == "User":
-        subject = {**subject, "apiGroup": "rbac.authorization.k8s.io"}
-    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
-    body = {"metadata": {"name": name}, "roleRef": ref, "subjects": [subject]}
-    await client.create(rbac, "clusterrolebindings", body)
-
-
 @pytest.mark.slow
 async def test_process_kubelet_runs_the_manifest(tmp_path: Path, kit: Any) -> None:
     cluster = LocalCluster(
@@ -141,7 +116,6 @@ async def test_process_kubelet_runs_the_manifest(tmp_path: Path, kit: Any) -> No
             ctx = c.OperatorContext(client=client, recorder=recorder)
             await kit.create_kubescheduler(client)
             await TargetConfigController().sync(ctx)
-            await grant_missing_dra_read(client)
             inputs: dict[str, Obj] = {}
             for name, optional in c.REVISION_CONFIGMAPS:
                 try:

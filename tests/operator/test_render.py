@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import yaml
 from clusterproc import find_kubectl
-from test_manifests import grant_missing_dra_read
 
 from kubesched.client.config import load_kubeconfig
 from kubesched.client.rest import ApiClient, ApiError
@@ -166,7 +165,6 @@ async def test_bootstrap_scheduler_runs_on_a_control_plane_node(tmp_path: Path) 
         assert cluster.kubeconfig_path is not None
         async with ApiClient(load_kubeconfig([str(cluster.kubeconfig_path)])) as client:
             await client.create("v1", "namespaces", {"metadata": {"name": c.OPERAND_NAMESPACE}})
-            await grant_missing_dra_read(client, {"kind": "User", "name": "system:kube-scheduler"})
             manifest = etc / "manifests" / "kube-scheduler-pod.yaml"
             manifest.parent.mkdir(parents=True, exist_ok=True)
             manifest.write_text(

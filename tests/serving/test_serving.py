@@ -158,13 +158,16 @@ async def test_admin_client_certificate(
 
 async def test_client_ca_from_the_cluster_configmap(cluster: LocalCluster) -> None:
     config = admin(cluster)
+    ca = Path(ca_file(cluster)).read_bytes()
+    # cluster up publishes it, as kube-apiserver does.
+    assert not ensure_authentication_configmap(cluster.api, ca)
+    async with ApiClient(config) as client:
+        await client.delete("v1", "configmaps", "extension-apiserver-authentication", namespace="kube-system")
     # Without the ConfigMap, certificates do not authenticate (the admin would be anonymous).
     auth = await serving.delegated_auth(args(), config)
     assert auth.client_ca is None
     await auth.close()
-    ca = Path(ca_file(cluster)).read_bytes()
     assert ensure_authentication_configmap(cluster.api, ca)
-    assert not ensure_authentication_configmap(cluster.api, ca)  # already published
     auth = await serving.delegated_auth(args(), config)
     assert auth.client_ca == ca
     server = serving.SecureServing(app(), bind_address="127.0.0.1", port=0, auth=auth)

@@ -302,7 +302,9 @@ CLUSTER_ROLES: dict[str, tuple[list[Obj], Obj | None, dict[str, str]]] = {
             _r(READ, ["storage.k8s.io"], ["csistoragecapacities"]),
             _r(READ, ["storage.k8s.io"], ["volumeattachments"]),
             _r(READ, ["resource.k8s.io"], ["deviceclasses", "resourceclaims"]),
-            _r(["update"], ["resource.k8s.io"], ["resourceclaims/status"]),
+            # ReadUpdate as upstream: PreBind writes the allocation (PUT), Unreserve patches reservedFor.
+            _r(READ_UPDATE, ["resource.k8s.io"], ["resourceclaims/status"]),
+            _r(READ_WRITE, [""], ["pods/finalizers"]),
             _r(READ, ["resource.k8s.io"], ["resourceslices"]),
         ],
         None,
