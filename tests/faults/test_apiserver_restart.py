@@ -254,27 +254,15 @@ def test_annotator_writes_new_values_after_an_api_server_sigkill(
     }
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
-    annotator = Proc.start(
-        "annotator",
-        "--policy-config-path",
-        str(policy),
-        "--prometheus-address",
-        prometheus.url,
-        "--kubeconfig",
-        str(kubeconfig),
-        "--health-port",
-        "0",
-        # Leader election on, with a renew deadline longer than the outage: the leader keeps its Lease across
-        # the restart (a shorter deadline ends the process with status 1, as crane's, for its Deployment).
-        "--leader-elect=true",
-        "--leader-elect-resource-namespace",
-        LEASE_NS,
-        "--leader-elect-lease-duration",
-        "120s",
-        "--leader-elect-renew-deadline",
-        "90s",
-        "--leader-elect-retry-period",
-        "1s",
+    # Leader election on, with a renew deadline longer than the outage: the leader keeps its Lease across the
+    # restart (a shorter deadline ends the process with status 1, as crane's: the next test).
+    annotator = start_annotator(
+        kubeconfig,
+        policy,
+        prometheus,
+        *("--leader-elect-lease-duration", "120s"),
+        *("--leader-elect-renew-deadline", "90s"),
+        *("--leader-elect-retry-period", "1s"),
     )
     try:
         want = expected(prometheus.values, ips)
@@ -314,6 +302,76 @@ def test_annotator_writes_new_values_after_an_api_server_sigkill(
     finally:
         code = annotator.stop()
     assert code == 0, annotator.log(120)
+
+
+def start_annotator(kubeconfig: Path, policy: Path, prometheus: FakePrometheus, *election: str) -> Proc:
+    return Proc.start(
+        "annotator",
+        "--policy-config-path",
+        str(policy),
+        "--prometheus-address",
+        prometheus.url,
+        "--kubeconfig",
+        str(kubeconfig),
+        "--health-port",
+        "0",
+        "--leader-elect=true",
+        "--leader-elect-resource-namespace",
+        LEASE_NS,
+        *election,
+    )
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_annotator_that_loses_its_lease_exits_and_its_successor_takes_over(
+    tmp_path: Path, storage: str, clusters: list[ClusterProcess], prometheus: FakePrometheus
+) -> None:
+    """An outage longer than the renew deadline: the annotator exits with status 1 and one line, as crane's
+    controller (its Deployment restarts it); the test starts a new one, which takes the Lease once the dead
+    holder's expires and writes the values."""
+    port = free_port()
+    cmd = ("--port", str(port), "--storage", storage, "--no-controllers", "--nodes", "2")
+    first = start_cluster(tmp_path / "data", *cmd, timeout=120)
+    clusters.append(first)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(first.kubeconfig.read_text())
+    api = core(kubeconfig)
+    ips = node_ips(api)
+    prometheus.values = {CPU: {ip: 0.31 for ip in ips.values()}, MEM: {ip: 0.32 for ip in ips.values()}}
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    election = [
+        *("--leader-elect-lease-duration", "6s"),
+        *("--leader-elect-renew-deadline", "4s"),
+        *("--leader-elect-retry-period", "1s"),
+    ]
+    annotator = start_annotator(kubeconfig, policy, prometheus, *election)
+    successor: Proc | None = None
+    try:
+        wait_for(lambda: load_values(api) == expected(prometheus.values, ips), 120, "the first values")
+        holder, _ = wait_for(lambda: lease_renew_time(kubeconfig), 30, "the annotator's Lease")
+        sigkill(first)
+        prometheus.values = {CPU: {ip: 0.51 for ip in ips.values()}, MEM: {ip: 0.52 for ip in ips.values()}}
+        code = annotator.proc.wait(60)  # the renew deadline passes while the API server is down
+        assert code == 1, annotator.log(120)
+        assert "Traceback" not in "\n".join(annotator.output), annotator.log(120)
+        assert annotator.output[-1] == "kubesched annotator: leaderelection lost", annotator.log(20)
+        second = start_cluster(tmp_path / "data", *cmd, timeout=120)
+        clusters.append(second)
+        back = time.monotonic()
+        successor = start_annotator(kubeconfig, policy, prometheus, *election)  # as its Deployment would
+        api = core(kubeconfig)
+        want = expected(prometheus.values, ips)
+        wait_for(lambda: load_values(api) == want, 120, f"the successor's values\n{successor.log()}")
+        took = time.monotonic() - back
+        new_holder, _ = wait_for(lambda: lease_renew_time(kubeconfig), 30, "the successor's Lease")
+        assert new_holder != holder
+        no_traceback(successor)
+        print(f"\n[{storage}] annotator lost its Lease: API server back -> successor's values {took:.1f}s")
+    finally:
+        annotator.stop()
+        if successor is not None:
+            assert successor.stop() == 0, successor.log(120)
 
 
 # --- the operator ----------------------------------------------------------------------------------------------
