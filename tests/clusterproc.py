@@ -119,7 +119,8 @@ def https_get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
 
 def publish_client_ca(kubeconfig: Path) -> None:
     """Publish the cluster CA as ``kube-system/extension-apiserver-authentication``'s ``client-ca-file`` (what
-    kube-apiserver does; idempotent), so a component's secure port verifies the admin's client certificate."""
+    kube-apiserver does; idempotent), so a component's secure port verifies the admin's client certificate.
+    ``cluster up`` publishes it itself; this is for clusters that do not."""
     import asyncio
     import threading
 
@@ -213,7 +214,6 @@ def start_scheduler(
     import threading
 
     port = port or free_port()
-    publish_client_ca(kubeconfig)
     cmd = [
         sys.executable,
         "-m",

@@ -171,6 +171,17 @@ def test_scheduler_under_service_account(
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
             "subjects": [{"kind": "ServiceAccount", "name": "sched", "namespace": NS}],
         })  # fmt: skip
+    # ... and, as any delegated-auth component, the reader of the client CA in kube-system (kubeadm binds the
+    # user system:kube-scheduler to it; a service account needs its own binding).
+    rbac.create_namespaced_role_binding("kube-system", {
+        "metadata": {"name": "sched-authentication-reader"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "extension-apiserver-authentication-reader",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "sched", "namespace": NS}],
+    })  # fmt: skip
     kc = sa_kubeconfig(cluster, tmp_path / "sched.kubeconfig", request_token(admin, NS, "sched"))
     sched = start_scheduler(kc, "--leader-elect=true")
     try:
