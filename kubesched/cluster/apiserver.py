@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hmac
 import logging
 import random
 import ssl
@@ -284,7 +285,7 @@ class ApiServer:
             if cert:
                 return  # verified by the TLS layer against our CA
         auth = request.headers.get("Authorization", "")
-        if self.token and auth == f"Bearer {self.token}":
+        if self.token and hmac.compare_digest(auth.encode(), f"Bearer {self.token}".encode()):
             return
         if auth.startswith("Bearer "):
             raise errors.unauthorized()

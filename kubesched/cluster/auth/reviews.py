@@ -110,7 +110,7 @@ class AuthApi:
         wanted = [str(a) for a in spec.get("audiences") or []]
         if not token:
             raise errors.invalid("TokenReview", "", [errors.field_required("spec.token")])
-        user = self.authn.static_tokens.get(token)
+        user = self.authn.static_token_user(token)  # constant time, as the authenticator compares
         api_audiences = list(self.issuer.api_audiences) if self.issuer else []
         if user is not None:
             # Static tokens are for the API server only: they pass when the audiences asked include it.
