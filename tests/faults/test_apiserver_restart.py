@@ -494,25 +494,8 @@ def placed(kubectl: Kubectl, name: str) -> str | None:
     return (pod.get("spec") or {}).get("nodeName")
 
 
-@pytest.mark.kubectl
-@pytest.mark.skipif(KUBECTL is None, reason="no kubectl binary on this machine")
-@pytest.mark.parametrize("storage", STORAGES)
-def test_operator_rolls_out_revision_2_after_an_api_server_sigkill(
-    tmp_path: Path, storage: str, clusters: list[ClusterProcess]
-) -> None:
-    assert KUBECTL is not None
-    port = free_port()
-    cmd = ("--port", str(port), "--storage", storage, "--nodes", "2", "--control-plane-nodes", "1")
-    first = start_cluster(tmp_path / "data", *cmd, timeout=120)
-    clusters.append(first)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(first.kubeconfig.read_text())
-    kubectl = Kubectl(KUBECTL, kubeconfig, tmp_path / "kcache")
-    kubectl("apply", "-f", "-", input=DRA_READER)
-    prepare_kubescheduler(kubectl)
-    publish_client_ca(kubeconfig)  # the operator's /metrics then accepts the admin's client certificate
-    sched_port = free_port(NODE_IP)
-    operator = Proc.start(
+def start_operator(kubeconfig: Path, scheduler_port: int, lease: str, renew: str, retry: str) -> Proc:
+    return Proc.start(
         "operator",
         "--kubeconfig",
         str(kubeconfig),
@@ -521,20 +504,49 @@ def test_operator_rolls_out_revision_2_after_an_api_server_sigkill(
         "--bind-address",
         "127.0.0.1",
         "--scheduler-secure-port",
-        str(sched_port),
+        str(scheduler_port),
         "--resync-period",
         "5s",
         "--degraded-inertia",
         "0s",
-        # A renew deadline longer than the outage: the same process carries on (a shorter one ends it, as
-        # upstream's, for its Deployment to restart).
-        "--leader-elect-lease-duration",
-        "120s",
-        "--leader-elect-renew-deadline",
-        "90s",
-        "--leader-elect-retry-period",
-        "1s",
+        *("--leader-elect-lease-duration", lease),
+        *("--leader-elect-renew-deadline", renew),
+        *("--leader-elect-retry-period", retry),
     )
+
+
+def operator_cluster(
+    tmp_path: Path, storage: str, clusters: list[ClusterProcess]
+) -> tuple[tuple[str, ...], Path]:
+    """A cluster with control-plane-0, KubeScheduler/cluster prepared, the CA published: (its command, kubeconfig)."""
+    port = free_port()
+    cmd = ("--port", str(port), "--storage", storage, "--nodes", "2", "--control-plane-nodes", "1")
+    first = start_cluster(tmp_path / "data", *cmd, timeout=120)
+    clusters.append(first)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(first.kubeconfig.read_text())
+    assert KUBECTL is not None
+    kubectl = Kubectl(KUBECTL, kubeconfig, tmp_path / "kcache")
+    kubectl("apply", "-f", "-", input=DRA_READER)
+    prepare_kubescheduler(kubectl)
+    publish_client_ca(kubeconfig)  # the operator's /metrics then accepts the admin's client certificate
+    return cmd, kubeconfig
+
+
+@pytest.mark.kubectl
+@pytest.mark.skipif(KUBECTL is None, reason="no kubectl binary on this machine")
+@pytest.mark.parametrize("storage", STORAGES)
+def test_operator_rolls_out_revision_2_after_an_api_server_sigkill(
+    tmp_path: Path, storage: str, clusters: list[ClusterProcess]
+) -> None:
+    assert KUBECTL is not None
+    cmd, kubeconfig = operator_cluster(tmp_path, storage, clusters)
+    first = clusters[0]
+    kubectl = Kubectl(KUBECTL, kubeconfig, tmp_path / "kcache")
+    sched_port = free_port(NODE_IP)
+    # A renew deadline longer than the outage: the same process carries on (a shorter one ends it, as
+    # upstream's, for its Deployment to restart: the next test).
+    operator = start_operator(kubeconfig, sched_port, "120s", "90s", "1s")
     try:
         wait_for(lambda: node_at(kubectl, 1), 240, f"{NODE} at revision 1\n{operator.log()}")
         wait_for(lambda: available(kubectl), 90, "the ClusterOperator Available, not Progressing")
@@ -614,3 +626,55 @@ def test_operator_rolls_out_revision_2_after_an_api_server_sigkill(
         )
     finally:
         operator.stop()
+
+
+@pytest.mark.kubectl
+@pytest.mark.skipif(KUBECTL is None, reason="no kubectl binary on this machine")
+def test_operator_that_loses_its_lease_exits_and_its_successor_rolls_out_once(
+    tmp_path: Path, clusters: list[ClusterProcess]
+) -> None:
+    """An outage longer than the operator's renew deadline: it exits with status 1 ("leader election lost"), as
+    upstream's; the test starts a new one as its Deployment would, which takes the Lease once the dead holder's
+    expires and rolls out revision 2 exactly once. sqlite only: the operator's side does not depend on the
+    storage (the test above covers both)."""
+    assert KUBECTL is not None
+    cmd, kubeconfig = operator_cluster(tmp_path, "sqlite", clusters)
+    kubectl = Kubectl(KUBECTL, kubeconfig, tmp_path / "kcache")
+    sched_port = free_port(NODE_IP)
+    short = ("6s", "4s", "1s")
+    operator = start_operator(kubeconfig, sched_port, *short)
+    successor: Proc | None = None
+    try:
+        wait_for(lambda: node_at(kubectl, 1), 240, f"{NODE} at revision 1\n{operator.log()}")
+        wait_for(lambda: available(kubectl), 90, "the ClusterOperator Available, not Progressing")
+        sigkill(clusters[0])
+        assert operator.proc.wait(60) == 1, operator.log(120)
+        assert "Traceback" not in "\n".join(operator.output), operator.log(120)
+        assert operator.output[-1] == "leader election lost", operator.log(20)
+        second = start_cluster(tmp_path / "data", *cmd, timeout=120)
+        clusters.append(second)
+        back = time.monotonic()
+        successor = start_operator(kubeconfig, sched_port, *short)  # as its Deployment would
+        kubectl(
+            "patch",
+            "scheduler",
+            "cluster",
+            "--type=merge",
+            "-p",
+            '{"spec":{"profile":"HighNodeUtilization"}}',
+        )
+        ks = wait_for(lambda: node_at(kubectl, 2), 240, f"{NODE} at revision 2\n{successor.log()}")
+        assert ks["status"]["latestAvailableRevision"] == 2  # no duplicate revision
+        wait_for(lambda: mirror_running(kubectl, 2), 120, "the static pod of revision 2 running")
+        rolled = time.monotonic() - back
+        assert any(line.startswith("became leader") for line in successor.output), successor.log()
+        run_pod(kubectl, "after-revision-2")
+        wait_for(lambda: placed(kubectl, "after-revision-2"), 120, "revision 2's scheduler to place a pod")
+        no_traceback(successor)
+        print(
+            f"\n[sqlite] operator lost its Lease: API server back -> successor's revision 2 running {rolled:.1f}s"
+        )
+    finally:
+        operator.stop()
+        if successor is not None:
+            successor.stop()
