@@ -89,7 +89,7 @@ def port_number(value: str) -> int:
 
 def go_duration(value: str) -> float:
     """A Go duration (``10s``, ``1m30s``), as seconds; must not be negative."""
-    from kubesched.scheduler.config.duration import parse_duration
+    from kubesched.apimachinery.duration import parse_duration
 
     try:
         seconds = parse_duration(value)

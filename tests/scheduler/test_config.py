@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
+from kubesched.apimachinery.duration import DurationError, format_duration_ns, parse_duration_ns
 from kubesched.scheduler.config import (
     EXTENSION_POINTS,
     V1,
@@ -26,7 +27,6 @@ from kubesched.scheduler.config import (
     load_config,
     parse_duration,
 )
-from kubesched.scheduler.config.duration import DurationError, format_duration_ns, parse_duration_ns
 from kubesched.scheduler.config.errors import invalid
 from kubesched.scheduler.config.merge import expand_multi_point, merge_plugin_set
 from kubesched.scheduler.config.plugins import point_attribute

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 import yaml
-from hypothesis import given
-from hypothesis import strategies as st
 
 from kubesched.catalogue import full_catalogue
 from kubesched.scheduler.config import load_config
-from kubesched.scheduler.config.serialize import effective_document, go_duration
+from kubesched.scheduler.config.serialize import effective_document
 
 MOST_ALLOCATED = """
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -45,18 +42,3 @@ def test_configz_shows_the_scoring_strategy_and_loads_back() -> None:
     again = load_config(yaml.safe_dump(doc), catalogue=catalogue)
     assert again.profiles == config.profiles
     assert effective_document(again) == doc
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [(0, "0s"), (15, "15s"), (2.5, "2.5s"), (60, "1m0s"), (90, "1m30s"), (3600, "1h0m0s")],
-)
-def test_go_duration(seconds: float, text: str) -> None:
-    assert go_duration(seconds) == text
-
-
-@given(st.integers(min_value=0, max_value=10**6))
-def test_go_duration_parses_back(seconds: int) -> None:
-    from kubesched.scheduler.config import parse_duration
-
-    assert parse_duration(go_duration(seconds)) == seconds

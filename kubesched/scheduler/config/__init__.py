@@ -9,8 +9,9 @@
 upstream-style field errors.
 """
 
+from kubesched.apimachinery.duration import DurationError, format_duration, parse_duration
+
 from .args import ArgsModel, ResourceSpec, ValidatesArgs
-from .duration import DurationError, format_duration, parse_duration
 from .errors import ConfigError, ErrorType, FieldError
 from .load import default_config, load_config, parse_document
 from .plugins import EXTENSION_POINTS, MULTI_POINT, UPSTREAM_UNIMPLEMENTED, ExtensionPoint

@@ -21,7 +21,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from .duration import DurationError, parse_duration
+from kubesched.apimachinery.duration import DurationError, parse_duration
+
 from .errors import FieldError, invalid, required, unknown_field
 from .types import V1BETA2
 

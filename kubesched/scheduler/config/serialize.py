@@ -9,26 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kubesched.apimachinery.duration import format_duration
+
 from .plugins import EXTENSION_POINTS
 from .types import SchedulerConfiguration, SchedulerProfile
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
-
-
-def go_duration(seconds: float) -> str:
-    """Go's ``time.Duration.String()`` for whole and fractional seconds: 15 -> "15s", 90 -> "1m30s", 3600 -> "1h0m0s"."""
-    if seconds == 0:
-        return "0s"
-    sign = "-" if seconds < 0 else ""
-    rest = abs(seconds)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    text = f"{secs:.9f}".rstrip("0").rstrip(".")
-    if hours:
-        return f"{sign}{int(hours)}h{int(minutes)}m{text}s"
-    if minutes:
-        return f"{sign}{int(minutes)}m{text}s"
-    return f"{sign}{text}s"
 
 
 def _args(args: Any) -> Any:
@@ -67,9 +53,9 @@ def effective_document(config: SchedulerConfiguration) -> dict[str, Any]:
         "parallelism": config.parallelism,
         "leaderElection": {
             "leaderElect": le.leader_elect,
-            "leaseDuration": go_duration(le.lease_duration),
-            "renewDeadline": go_duration(le.renew_deadline),
-            "retryPeriod": go_duration(le.retry_period),
+            "leaseDuration": format_duration(le.lease_duration),
+            "renewDeadline": format_duration(le.renew_deadline),
+            "retryPeriod": format_duration(le.retry_period),
             "resourceLock": le.resource_lock,
             "resourceName": le.resource_name,
             "resourceNamespace": le.resource_namespace,

@@ -13,9 +13,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from kubesched.apimachinery.duration import format_duration
+
 from .defaults import LEADER_ELECTION_JITTER_FACTOR
 from .document import RawPlugins, RawPluginSet
-from .duration import format_duration
 from .errors import FieldError, duplicate, invalid, required
 from .merge import ALL_POINTS, DuplicatePlugin
 from .plugins import MULTI_POINT, UPSTREAM_UNIMPLEMENTED, ExtensionPoint, point_attribute
