@@ -560,6 +560,10 @@ def _validate_topology_spread(constraints: Any, path: str) -> list[Cause]:
         when = _str(c.get("whenUnsatisfiable"))
         if when not in _WHEN_UNSATISFIABLE:
             causes.append(not_supported(at + ".whenUnsatisfiable", when, _WHEN_UNSATISFIABLE))
+        if (
+            c.get("labelSelector") is not None
+        ):  # upstream: ValidateLabelSelector on each constraint's selector
+            causes.extend(_validate_label_selector(c.get("labelSelector"), at + ".labelSelector"))
         pair = (c.get("topologyKey"), c.get("whenUnsatisfiable"))
         if any((o.get("topologyKey"), o.get("whenUnsatisfiable")) == pair for o in items[i + 1 :]):
             causes.append(duplicate(at + ".{topologyKey, whenUnsatisfiable}", f"{{{pair[0]}, {pair[1]}}}"))

@@ -140,8 +140,45 @@ def read_objects(path: str | Path) -> list[Obj]:
             ]
             stack[0:0] = typed
             continue
+        _check_types(doc, f"{path}: {where}")
         out.append(doc)
     return out
+
+
+def _check_types(obj: Obj, where: str) -> None:
+    """Refuse a value of the wrong type, as kube-apiserver's decoding against the published schemas does
+    (``metadata: 5``). A dump from a real cluster passes; a hand-written file gets the API server's message."""
+    from kubesched.cluster import schema
+
+    kind = str(obj.get("kind"))
+    group, _, version = str(obj.get("apiVersion") or "").rpartition("/")
+    try:
+        schema.check_object(group, version, kind, obj, schema.IGNORE, required=False)
+    except schema.DecodeError as e:
+        raise ClusterDumpError(f"{where} ({kind}): {e}") from None
+
+
+def _check_valid(obj: Mapping[str, Any], what: str) -> None:
+    """Refuse a pod or node kube-apiserver's validation refuses (a selector operator ``Sometimes``, an ``In``
+    without values), with its field path and message. The namespace a file may leave out is the API server's
+    to fill in (from the request path), so a pod without one is checked as if in ``default``; a what-if pod may
+    leave out its containers' images, which no scheduling decision reads."""
+    from kubesched.cluster import validation
+
+    if obj.get("kind") == "Pod":
+        meta = dict(obj.get("metadata") or {})
+        meta.setdefault("namespace", "default")
+        causes = [
+            c
+            for c in validation.validate_pod({**obj, "metadata": meta})
+            if not (c.get("reason") == "FieldValueRequired" and str(c.get("field")).endswith(".image"))
+        ]
+    else:
+        causes = validation.validate_node(dict(obj))
+    if causes:
+        first = causes[0]
+        more = f" (and {len(causes) - 1} more)" if len(causes) > 1 else ""
+        raise ClusterDumpError(f"{what}: {first.get('field')}: {first.get('message')}{more}")
 
 
 def _name_of(obj: Mapping[str, Any]) -> str:
@@ -219,6 +256,7 @@ class ClusterDump:
                     raise ClusterDumpError(f"node {name} appears more than once")
                 node_names.add(name)
                 _check_node(obj, name)
+                _check_valid(obj, f"node {name}")
                 nodes.append(_normalize_node(obj))
             elif kind == "Pod":
                 pods.append(obj)
@@ -236,6 +274,7 @@ class ClusterDump:
                 raise ClusterDumpError(f"pod {key} appears more than once")
             keys.add(key)
             _check_pod(pod, key)
+            _check_valid(pod, f"pod {key}")
             normalized.append(_normalize_pod(pod, i, classes))
         return cls(nodes, normalized, others)
 

@@ -169,18 +169,15 @@ CASES: dict[str, tuple[list[str], str]] = {
         "--workload",
     ),
     "bench-scale-word": (["bench", "--scale", "many"], "many"),
-    # Found by this corpus in code other engineers own; strict xfail, so each flips red once fixed.
+    # Found by this corpus (all fixed): cluster up's port range and insecure public bind.
     "cluster-port-99999": (["cluster", "up", "--port", "99999"], "--port"),
     "cluster-insecure-public": (
         ["cluster", "up", "--insecure-http", "--bind-address", "0.0.0.0"],
         "loopback",
     ),
 }
-NOT_YET = {
-    "simulate-cluster-bad-label-selector": "kubesched/scheduler/simulate.py: selectors in the file are not validated",
-    "simulate-cluster-bad-node-selector": "kubesched/scheduler/simulate.py: selectors in the file are not validated",
-    "simulate-cluster-pod-metadata-5": "kubesched/scheduler/simulate.py: objects' shapes are not checked",
-}
+# Cases found but not fixed yet, as strict xfails (each flips red once fixed). None today.
+NOT_YET: dict[str, str] = {}
 
 
 def run(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
