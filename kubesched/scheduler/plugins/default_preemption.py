@@ -61,6 +61,7 @@ from kubesched.scheduler.framework.runtime import fit_error_message
 from kubesched.scheduler.plugins.node_affinity import LabelSelector, SelectorError
 from kubesched.scheduler.plugins.preemption_victims import (
     FastDryRun,
+    Found,
     VictimStats,
     nominated_rejections_in_bulk,
     pick_index,
@@ -352,11 +353,12 @@ class DefaultPreemption:
             if num_all == 0:
                 return None, Status.error("no nodes available")
 
-            candidates, node_statuses, errors = self.find_candidates(fw, state, pod, nodes, statuses)
-            if errors and not candidates:
-                return None, Status.error(_aggregate(errors))
-            if not candidates:
+            found = self._find(fw, state, pod, nodes, statuses)
+            if found.errors and not found.count:
+                return None, Status.error(_aggregate(found.errors))
+            if not found.count:
                 self._clear_nomination(pod, nominated)
+                node_statuses = found.node_statuses()
                 diagnosis = NodeToStatus()
                 for status in node_statuses.values():
                     for reason in status.reasons:
@@ -366,7 +368,7 @@ class DefaultPreemption:
                     diagnosis.counts[NOT_HELPFUL] = diagnosis.counts.get(NOT_HELPFUL, 0) + absent
                 return "", Status(Code.UNSCHEDULABLE, [fit_error_message(num_all, diagnosis)])
 
-            best = self.select_candidate(candidates)
+            best = found.best()
             if best is None or not best.node:
                 return None, Status(Code.UNSCHEDULABLE, ["no candidate node for preemption"])
             victims_preempted = self.prepare_candidate(best, pod, nodes)
@@ -408,13 +410,19 @@ class DefaultPreemption:
         self, fw: Framework, state: CycleState, pod: PodInfo, nodes: NodeTable, statuses: NodeToStatus
     ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
         """(candidates, status of each dry-run node that is not one, error messages)."""
+        found = self._find(fw, state, pod, nodes, statuses)
+        return found.candidates(), found.node_statuses(), found.errors
+
+    def _find(
+        self, fw: Framework, state: CycleState, pod: PodInfo, nodes: NodeTable, statuses: NodeToStatus
+    ) -> Found:
         # Slots in ascending order whose node preemption may help (one pass over the statuses, not the nodes).
         potential = potential_slots(nodes, statuses)
         if not potential:
-            return [], {}, []
+            return Found.of([], {}, [], self.select_candidate)
         pdbs = self.list_pdbs()
         offset, num = self.get_offset_and_num_candidates(len(potential))
-        return self.dry_run_preemption(fw, state, pod, nodes, potential, pdbs, offset, num)
+        return self._dry_run(fw, state, pod, nodes, potential, pdbs, offset, num)
 
     def dry_run_preemption(
         self,
@@ -429,6 +437,20 @@ class DefaultPreemption:
     ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
         """Dry-run the ``potential`` slots from ``offset`` (wrapping), until ``num_candidates`` are found with at
         least one that violates no PDB. Candidates without PDB violations come first."""
+        found = self._dry_run(fw, state, pod, nodes, potential, pdbs, offset, num_candidates)
+        return found.candidates(), found.node_statuses(), found.errors
+
+    def _dry_run(
+        self,
+        fw: Framework,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        potential: Sequence[int],
+        pdbs: Sequence[PDB],
+        offset: int,
+        num_candidates: int,
+    ) -> Found:
         if self.fast_dry_run and self.is_eligible_pod is _always and self.importance is importance_key:
             fast = self._fast.run(
                 self, fw, state, pod, nodes, potential, pdbs, offset, num_candidates, time.time()
@@ -458,7 +480,7 @@ class DefaultPreemption:
             if status.code == Code.ERROR:
                 errors.append(status.message())
             node_statuses[name] = status
-        return clean + violating, node_statuses, errors
+        return Found.of(clean + violating, node_statuses, errors, self.select_candidate)
 
     def select_victims_on_node(
         self,

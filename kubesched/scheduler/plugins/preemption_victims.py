@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -282,7 +283,7 @@ class NodeVictims:
     """One node's pods below one priority, most important first (upstream ``MoreImportantPod``: higher priority,
     then earlier start; a pod not started yet counts as starting now, so the order holds for ``lo < now < hi``)."""
 
-    pods_key: tuple[PodInfo, ...]  # every pod on the node when this was built (identity decides validity)
+    pods_key: tuple[PodInfo, ...]  # every pod on the node when this was built
     victims: list[PodInfo]
     reqs: np.ndarray  # (len(victims), width): their requests
     prios: np.ndarray  # int64
@@ -299,30 +300,72 @@ def _start(pi: PodInfo) -> float | None:
 
 
 class VictimOrders:
-    """``NodeVictims`` per (priority, slot), rebuilt when the node's pods change."""
+    """``NodeVictims`` per (priority, slot), rebuilt when the node's pods change.
+
+    A ``TableListener`` of the table it serves (attached by ``attach``): a real change of a node's pods drops
+    that node's entries, so a cached entry is valid without looking at the pods again. What-if changes (dry
+    runs, nominated-pod checks) do not notify and restore the pods and their order before returning."""
 
     def __init__(self, max_keys: int = 8) -> None:
         self.max_keys = max_keys
         self._by_priority: dict[int, dict[int, NodeVictims]] = {}
+        self._table: NodeTable | None = None
 
-    def get(self, nodes: NodeTable, priority: int, slot: int, now: float) -> NodeVictims:
+    def attach(self, nodes: NodeTable) -> None:
+        if self._table is not nodes:
+            self._by_priority.clear()
+            nodes.add_listener(self)
+            self._table = nodes
+
+    def _per(self, priority: int) -> dict[int, NodeVictims]:
         per = self._by_priority.get(priority)
         if per is None:
             if len(self._by_priority) >= self.max_keys:
                 self._by_priority.pop(next(iter(self._by_priority)))
             per = self._by_priority[priority] = {}
-        pods = tuple(nodes.pods_on(slot).values())
+        return per
+
+    def get(self, nodes: NodeTable, priority: int, slot: int, now: float) -> NodeVictims:
+        self.attach(nodes)
+        per = self._per(priority)
         entry = per.get(slot)
-        if (
-            entry is not None
-            and entry.pods_key == pods
-            and entry.lo < now < entry.hi
-            and entry.reqs.shape[1] == nodes.width
-        ):
+        if entry is not None and entry.lo < now < entry.hi and entry.reqs.shape[1] == nodes.width:
             return entry
-        entry = self._build(pods, priority, now, nodes.width)
+        entry = self._build(tuple(nodes.pods_on(slot).values()), priority, now, nodes.width)
         per[slot] = entry
         return entry
+
+    def get_many(self, nodes: NodeTable, priority: int, slots: list[int], now: float) -> list[NodeVictims]:
+        """``get`` for each of ``slots``."""
+        self.attach(nodes)
+        per = self._per(priority)
+        width = nodes.width
+        out: list[NodeVictims] = []
+        for slot in slots:
+            entry = per.get(slot)
+            if entry is None or not (entry.lo < now < entry.hi) or entry.reqs.shape[1] != width:
+                entry = self._build(tuple(nodes.pods_on(slot).values()), priority, now, width)
+                per[slot] = entry
+            out.append(entry)
+        return out
+
+    # TableListener
+
+    def _drop(self, slot: int) -> None:
+        for per in self._by_priority.values():
+            per.pop(slot, None)
+
+    def on_pod_added(self, pi: PodInfo, slot: int) -> None:
+        self._drop(slot)
+
+    def on_pod_removed(self, pi: PodInfo, slot: int) -> None:
+        self._drop(slot)
+
+    def on_pod_replaced(self, old: PodInfo, new: PodInfo, slot: int) -> None:
+        self._drop(slot)  # the new version may have started, and it moved to the end of the node's pods
+
+    def on_node_changed(self, slot: int) -> None:
+        self._drop(slot)
 
     @staticmethod
     def _build(pods: tuple[PodInfo, ...], priority: int, now: float, width: int) -> NodeVictims:
@@ -435,6 +478,114 @@ class _Outcome:
     status: Status | None
 
 
+@dataclass(slots=True)
+class _Batch:
+    """The reprieve of several nodes at once: per node (row), its victims as a mask over its potential victims
+    in reprieve order, and what ``pickOneNodeForPreemption`` compares."""
+
+    slots: list[int]
+    entries: list[NodeVictims]
+    victim: np.ndarray  # (m, kmax) bool
+    perms: list[list[int]] | None  # with PDBs: reprieve order as indices into the entry's victims
+    pdb_counts: list[int] | None  # violating ones first; negative when the other group is empty (no re-sort)
+    count: np.ndarray  # victims per node
+    violations: np.ndarray
+    top: np.ndarray
+    total: np.ndarray
+    earliest: np.ndarray
+    unstarted: np.ndarray
+
+    def victims_of(self, j: int, now: float) -> list[PodInfo]:
+        e = self.entries[j]
+        row = self.victim[j].tolist()
+        if self.perms is None or self.pdb_counts is None:
+            return list(itertools.compress(e.victims, row))
+        perm = self.perms[j]
+        chosen = [perm[r] for r in range(len(perm)) if row[r]]
+        if self.pdb_counts[j] > 0:  # both groups non-empty: upstream sorts the victims again
+            chosen = _stable_resort(e, chosen, now)
+        return [e.victims[c] for c in chosen]
+
+    def stats_of(self, j: int) -> VictimStats:
+        return VictimStats(
+            int(self.violations[j]),
+            int(self.top[j]),
+            int(self.total[j]),
+            int(self.count[j]),
+            float(self.earliest[j]),
+            bool(self.unstarted[j]),
+        )
+
+    def outcome(self, j: int, now: float) -> _Outcome:
+        if not self.count[j]:
+            return _Outcome([], 0, None, Status.success())
+        return _Outcome(self.victims_of(j, now), int(self.violations[j]), self.stats_of(j), None)
+
+
+def _stable_resort(e: NodeVictims, order: list[int], now: float) -> list[int]:
+    """Upstream re-sorts the victims by importance when both PDB groups were non-empty (a stable sort of the
+    victims in reprieve order: ties keep violating ones first)."""
+    prios, starts = e.prios, e.starts
+
+    def key(c: int) -> tuple[int, float]:
+        s = float(starts[c])
+        return (-int(prios[c]), now if math.isnan(s) else s)
+
+    return sorted(order, key=key)
+
+
+def _pick(
+    viol: np.ndarray, top: np.ndarray, total: np.ndarray, count: np.ndarray, earliest: np.ndarray
+) -> int:
+    """``pick_index`` over arrays (``earliest`` with unstarted pods already counted as now)."""
+    idx = np.arange(len(viol))
+    for score in (-viol, -top, -total, -count, earliest):
+        sub = score[idx]
+        idx = idx[sub == sub.max()]
+        if len(idx) == 1:
+            break
+    return int(idx[0])
+
+
+class Found:
+    """What a dry run found: ``count`` candidates (those without PDB violations first), the statuses of the
+    evaluated nodes that are not candidates, the error messages. Candidates and statuses are built when asked:
+    a preemption needs only the best candidate, or the statuses when there is none."""
+
+    def __init__(
+        self,
+        count: int,
+        candidates: Any,
+        best: Any,
+        statuses: Any,
+        errors: list[str],
+    ) -> None:
+        self.count = count
+        self._candidates = candidates
+        self._best = best
+        self._statuses = statuses
+        self.errors = errors
+
+    @classmethod
+    def of(cls, candidates: list[Any], statuses: dict[str, Status], errors: list[str], best: Any) -> Found:
+        return cls(len(candidates), lambda: candidates, lambda: best(candidates), lambda: statuses, errors)
+
+    def candidates(self) -> list[Any]:
+        result: list[Any] = self._candidates()
+        return result
+
+    def best(self) -> Any:
+        return self._best()
+
+    def node_statuses(self) -> dict[str, Status]:
+        result: dict[str, Status] = self._statuses()
+        return result
+
+
+# What the walks pass on to the reprieve: nodes, priority, lower-priority sums, nominated requests, scope, PDBs, now.
+_Args = tuple["NodeTable", int, np.ndarray, "np.ndarray | None", Scope, Sequence[Any], float]
+
+
 class FastDryRun:
     """The state the fast path keeps across cycles (one per DefaultPreemption)."""
 
@@ -454,11 +605,9 @@ class FastDryRun:
         offset: int,
         num_candidates: int,
         now: float,
-    ) -> tuple[list[Any], dict[str, Status], list[str]] | None:
+    ) -> Found | None:
         """As ``DefaultPreemption.dry_run_preemption`` (candidates carry their ``VictimStats``), or None when the
         fast path does not apply to this pod (the caller then runs the exact dry run)."""
-        from kubesched.scheduler.plugins.default_preemption import Candidate
-
         scope = scope_for(fw, state, pod, nodes)
         if scope is None:
             return None
@@ -480,10 +629,12 @@ class FastDryRun:
             taken = self._nominated(pod, nodes, scope, nominator, width, exact)
 
         if scope.per_node:
-            for slot in walk[has_victims].tolist():
+            with_victims = walk[has_victims].tolist()
+            for slot, e in zip(
+                with_victims, self.orders.get_many(nodes, priority, with_victims, now), strict=True
+            ):
                 if slot in exact:
                     continue
-                e = self.orders.get(nodes, priority, slot, now)
                 if (
                     (scope.ports and e.has_ports)
                     or (scope.anti_affinity and e.has_anti_affinity)
@@ -510,12 +661,175 @@ class FastDryRun:
         finally:
             nodes.free[safe, :width] -= delta
 
-        # Walk order: which positions need an answer (a candidate or an exact run) and which failed already.
         fits_at = np.zeros(n, dtype=bool)
         fits_at[np.flatnonzero(safe_mask)[fits]] = True
+        args = (nodes, priority, sums, taken, scope, pdbs, now)
+        if (is_exact & has_victims).any():
+            return self._walk_mixed(
+                plugin,
+                fw,
+                state,
+                pod,
+                walk,
+                has_victims,
+                fits_at,
+                is_exact,
+                safe_mask,
+                rejected,
+                num_candidates,
+                args,
+            )
+        return self._walk_bulk(walk, has_victims, fits_at, safe_mask, rejected, num_candidates, args)
+
+    def _statuses(
+        self,
+        names: Sequence[str | None],
+        walk: np.ndarray,
+        stop_at: int,
+        has_victims: np.ndarray,
+        safe_mask: np.ndarray,
+        fits_at: np.ndarray,
+        rejected: dict[int, Status],
+        node_statuses: dict[str, Status],
+    ) -> dict[str, Status]:
+        """Add the nodes that failed before any victim was put back, among those the walk reached."""
+        no_victims = np.flatnonzero(~has_victims[:stop_at])
+        if len(no_victims):
+            st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [NO_VICTIMS])
+            for slot in walk[no_victims].tolist():
+                node_statuses[names[slot] or ""] = st
+        if rejected:
+            safe_walked = safe_mask.copy()
+            safe_walked[stop_at:] = False
+            for slot in walk[safe_walked & ~fits_at].tolist():
+                node_statuses[names[slot] or ""] = rejected[slot]
+        return node_statuses
+
+    def _walk_bulk(
+        self,
+        walk: np.ndarray,
+        has_victims: np.ndarray,
+        fits_at: np.ndarray,
+        safe_mask: np.ndarray,
+        rejected: dict[int, Status],
+        num: int,
+        args: _Args,
+    ) -> Found:
+        """Every node the walk may reach is evaluated in bulk: the walk itself is arithmetic over the batches."""
+        from kubesched.scheduler.plugins.default_preemption import Candidate
+
+        nodes, priority, sums, taken, scope, pdbs, now = args
+        names = nodes.names
+        n = len(walk)
+        fit_pos = np.flatnonzero(fits_at)
+        batches: list[
+            tuple[_Batch, np.ndarray, np.ndarray, np.ndarray]
+        ] = []  # batch, positions, clean, violating
+        errors: list[str] = []
+        error_nodes: list[str] = []
+        raw_clean = raw_violating = 0
+        stop_at = n
+        start = 0
+        while start < len(fit_pos):
+            want = max(num - min(raw_clean, num) - min(raw_violating, num), 1) + 8
+            sel = fit_pos[start : start + want]
+            start += len(sel)
+            b = self._reprieve(nodes, priority, sums, taken, scope, pdbs, walk[sel].tolist(), now)
+            has = b.count > 0
+            is_clean = has & (b.violations == 0)
+            is_violating = has & (b.violations > 0)
+            ccum = raw_clean + np.cumsum(is_clean)
+            vcum = raw_violating + np.cumsum(is_violating)
+            done = has & (np.minimum(ccum, num) >= 1) & (np.minimum(ccum, num) + np.minimum(vcum, num) >= num)
+            hit = np.flatnonzero(done)
+            end = int(hit[0]) + 1 if len(hit) else len(sel)
+            keep_c = np.flatnonzero(is_clean[:end] & (ccum[:end] <= num))
+            keep_v = np.flatnonzero(is_violating[:end] & (vcum[:end] <= num))
+            batches.append((b, sel, keep_c, keep_v))
+            for j in np.flatnonzero(~has[:end]).tolist():
+                name = names[b.slots[j]] or ""
+                st = Status.error(f'expected at least one victim pod on node "{name}"')
+                errors.append(st.message())
+                error_nodes.append(name)
+            raw_clean, raw_violating = int(ccum[end - 1]), int(vcum[end - 1])
+            if len(hit):
+                stop_at = int(sel[end - 1]) + 1
+                break
+        count = sum(len(kc) + len(kv) for _, _, kc, kv in batches)
+
+        def candidates() -> list[Any]:
+            clean: list[Any] = []
+            violating: list[Any] = []
+            for b, _, kc, kv in batches:
+                for bucket, keep in ((clean, kc), (violating, kv)):
+                    for j in keep.tolist():
+                        bucket.append(
+                            Candidate(
+                                names[b.slots[j]] or "",
+                                b.victims_of(j, now),
+                                int(b.violations[j]),
+                                b.stats_of(j),
+                            )
+                        )
+            return clean + violating
+
+        def best() -> Any:
+            if not count:
+                return None
+            t = time.time()  # as select_candidate: pods not started count as starting now
+            # Order as the candidate list: every batch's clean ones, then every batch's violating ones.
+            order = [(b, kc) for b, _, kc, _ in batches] + [(b, kv) for b, _, _, kv in batches]
+            order = [(b, k) for b, k in order if len(k)]
+            cols = [
+                np.concatenate([getattr(b, f)[k] for b, k in order])
+                for f in ("violations", "top", "total", "count")
+            ]
+            earliest = np.concatenate(
+                [np.where(b.unstarted[k], np.minimum(b.earliest[k], t), b.earliest[k]) for b, k in order]
+            )
+            i = _pick(cols[0], cols[1], cols[2], cols[3], earliest)
+            for b, k in order:
+                if i < len(k):
+                    j = int(k[i])
+                    return Candidate(
+                        names[b.slots[j]] or "", b.victims_of(j, now), int(b.violations[j]), b.stats_of(j)
+                    )
+                i -= len(k)
+            raise AssertionError("unreachable")
+
+        def statuses() -> dict[str, Status]:
+            node_statuses = {
+                name: Status.error(f'expected at least one victim pod on node "{name}"')
+                for name in error_nodes
+            }
+            return self._statuses(
+                names, walk, stop_at, has_victims, safe_mask, fits_at, rejected, node_statuses
+            )
+
+        return Found(count, candidates, best, statuses, errors)
+
+    def _walk_mixed(
+        self,
+        plugin: Any,
+        fw: Framework,
+        state: CycleState,
+        pod: PodInfo,
+        walk: np.ndarray,
+        has_victims: np.ndarray,
+        fits_at: np.ndarray,
+        is_exact: np.ndarray,
+        safe_mask: np.ndarray,
+        rejected: dict[int, Status],
+        num_candidates: int,
+        args: _Args,
+    ) -> Found:
+        """Some nodes need the exact per-node dry run: walk node by node, reprieving the bulk ones in batches."""
+        from kubesched.scheduler.plugins.default_preemption import Candidate
+
+        nodes, priority, sums, taken, scope, pdbs, now = args
+        n = len(walk)
         interesting = np.flatnonzero(fits_at | (is_exact & has_victims))
         names = nodes.names
-
         clean: list[Any] = []
         violating: list[Any] = []
         node_statuses: dict[str, Status] = {}
@@ -527,18 +841,15 @@ class FastDryRun:
         pending_fits = fits_at[interesting].tolist()
         fit_slots = walk[interesting[fits_at[interesting]]].tolist()  # the safe candidates, in walk order
         next_fit = 0  # how many of them have been reprieved
-        i = 0
-        stopped = False
-        while i < len(pending) and not stopped:
-            pos = pending[i]
-            slot = pending_slots[i]
-            fit = pending_fits[i]
+        for pos, slot, fit in zip(pending, pending_slots, pending_fits, strict=True):
             if fit and slot not in outcomes:
                 # Reprieve a batch of the next safe candidates at once.
                 want = max(num_candidates - len(clean) - len(violating), 1) + 8
                 batch = fit_slots[next_fit : next_fit + want]
                 next_fit += len(batch)
-                outcomes.update(self._reprieve(nodes, priority, batch, sums, taken, scope, pdbs, now))
+                b = self._reprieve(nodes, priority, sums, taken, scope, pdbs, batch, now)
+                for j, s in enumerate(batch):
+                    outcomes[s] = b.outcome(j, now)
             name = names[slot] or ""
             if fit:
                 out = outcomes[slot]
@@ -555,28 +866,15 @@ class FastDryRun:
                     bucket.append(Candidate(name, victims, violations, stats))
                 if clean and len(clean) + len(violating) >= num_candidates:
                     stop_at = pos + 1
-                    stopped = True
+                    break
             else:
                 if status.ok:
                     status = Status.error(f'expected at least one victim pod on node "{name}"')
                 if status.code == Code.ERROR:
                     errors.append(status.message())
                 node_statuses[name] = status
-            i += 1
-
-        # The nodes that failed before any victim was put back, among those the walk reached.
-        walked = np.arange(stop_at)
-        no_victims = walked[~has_victims[:stop_at]]
-        if len(no_victims):
-            st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [NO_VICTIMS])
-            for slot in walk[no_victims].tolist():
-                node_statuses[names[slot] or ""] = st
-        if rejected:
-            safe_walked = safe_mask.copy()
-            safe_walked[stop_at:] = False
-            for slot in walk[safe_walked & ~fits_at].tolist():
-                node_statuses[names[slot] or ""] = rejected[slot]
-        return clean + violating, node_statuses, errors
+        self._statuses(names, walk, stop_at, has_victims, safe_mask, fits_at, rejected, node_statuses)
+        return Found.of(clean + violating, node_statuses, errors, plugin.select_candidate)
 
     def _nominated(
         self, pod: PodInfo, nodes: NodeTable, scope: Scope, nominator: Any, width: int, exact: set[int]
@@ -608,24 +906,25 @@ class FastDryRun:
         self,
         nodes: NodeTable,
         priority: int,
-        batch: list[int],
         sums: np.ndarray,
         taken: np.ndarray | None,
         scope: Scope,
         pdbs: Sequence[Any],
+        batch: list[int],
         now: float,
-    ) -> dict[int, _Outcome]:
+    ) -> _Batch:
         """Upstream's reprieve loop for ``batch`` (safe nodes the pod fits on with their victims gone), vectorised
         across nodes: victim k of every node is tried together."""
         from kubesched.scheduler.plugins.default_preemption import filter_pods_with_pdb_violation
 
-        entries = [self.orders.get(nodes, priority, slot, now) for slot in batch]
+        entries = self.orders.get_many(nodes, priority, batch, now)
         m = len(batch)
         cols = list(scope.cols)
         # Reprieve order per node: PDB-violating victims first, then the others (each group in importance order).
-        perms: list[list[int]] = []
-        pdb_counts: list[int] = []
+        perms: list[list[int]] | None = None
+        pdb_counts: list[int] | None = None
         if pdbs:
+            perms, pdb_counts = [], []
             for e in entries:
                 violating, other = filter_pods_with_pdb_violation(e.victims, pdbs)
                 where = {id(p): j for j, p in enumerate(e.victims)}
@@ -634,10 +933,25 @@ class FastDryRun:
         lens = np.fromiter((len(e.victims) for e in entries), dtype=np.intp, count=m)
         kmax = int(lens.max())
         valid = np.arange(kmax)[None, :] < lens[:, None]
-        rows = np.repeat(np.arange(m), lens)
-        first = np.repeat(np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
-        ranks = np.arange(len(rows)) - first
-        src = first + np.concatenate([np.asarray(p, dtype=np.intp) for p in perms]) if pdbs else None
+        uniform = bool((lens == kmax).all())
+        src = None
+        if perms is not None:
+            first = np.repeat(np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+            src = first + np.concatenate([np.asarray(p, dtype=np.intp) for p in perms])
+        if not uniform:
+            rows = np.repeat(np.arange(m), lens)
+            ranks = np.arange(len(rows)) - np.repeat(np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+
+        def spread(flat: np.ndarray, fill: Any, dtype: Any) -> np.ndarray:
+            """Per-victim values (concatenated in entry order) as an (m, kmax, ...) array in reprieve order."""
+            if src is not None:
+                flat = flat[src]
+            if uniform:
+                return flat.reshape((m, kmax, *flat.shape[1:]))
+            out = np.full((m, kmax, *flat.shape[1:]), fill, dtype=dtype)
+            out[rows, ranks] = flat
+            return out
+
         keep = np.zeros((m, kmax), dtype=bool)  # reprieved
         if cols:
             at = np.asarray(batch, dtype=np.intp)
@@ -645,9 +959,7 @@ class FastDryRun:
             if taken is not None:
                 room -= taken[at][:, cols]
             need = np.asarray(scope.need, dtype=np.int64)
-            flat = np.concatenate([e.reqs for e in entries])[:, cols]
-            req = np.zeros((m, kmax, len(cols)), dtype=np.int64)
-            req[rows, ranks] = flat if src is None else flat[src]
+            req = spread(np.concatenate([e.reqs for e in entries])[:, cols], 0, np.int64)
             for k in range(kmax):
                 after = room - req[:, k]
                 ok = valid[:, k] & (after >= need).all(axis=1)
@@ -658,12 +970,8 @@ class FastDryRun:
         victim = valid & ~keep
 
         # What pickOneNodeForPreemption compares, for all of them at once.
-        prio = np.zeros((m, kmax), dtype=np.int64)
-        start = np.full((m, kmax), np.nan)
-        flat_prio = np.concatenate([e.prios for e in entries])
-        flat_start = np.concatenate([e.starts for e in entries])
-        prio[rows, ranks] = flat_prio if src is None else flat_prio[src]
-        start[rows, ranks] = flat_start if src is None else flat_start[src]
+        prio = spread(np.concatenate([e.prios for e in entries]), 0, np.int64)
+        start = spread(np.concatenate([e.starts for e in entries]), np.nan, np.float64)
         count = victim.sum(axis=1)
         top = np.where(victim, prio, np.iinfo(np.int64).min).max(axis=1)
         total = np.where(victim, prio, 0).sum(axis=1) + _PRIORITY_OFFSET * count
@@ -671,47 +979,11 @@ class FastDryRun:
         unstarted = np.isnan(start)
         earliest = np.where(at_top & ~unstarted, start, math.inf).min(axis=1)
         top_unstarted = (at_top & unstarted).any(axis=1)
-        if pdbs:
+        if pdb_counts is not None:
             is_violating = np.arange(kmax)[None, :] < np.abs(np.asarray(pdb_counts))[:, None]
-            violations = (victim & is_violating).sum(axis=1).tolist()
-
-        out: dict[int, _Outcome] = {}
-        stats = zip(
-            count.tolist(),
-            top.tolist(),
-            total.tolist(),
-            earliest.tolist(),
-            top_unstarted.tolist(),
-            strict=True,
+            violations = (victim & is_violating).sum(axis=1)
+        else:
+            violations = np.zeros(m, dtype=np.int64)
+        return _Batch(
+            batch, entries, victim, perms, pdb_counts, count, violations, top, total, earliest, top_unstarted
         )
-        for j, (slot, e, row, st) in enumerate(zip(batch, entries, victim.tolist(), stats, strict=True)):
-            n_victims, top_j, total_j, earliest_j, unstarted_j = st
-            if not n_victims:
-                out[slot] = _Outcome([], 0, None, Status.success())
-                continue
-            if pdbs:
-                perm = perms[j]
-                chosen = [perm[r] for r in range(len(perm)) if row[r]]
-                if pdb_counts[j] > 0:  # both groups non-empty: upstream sorts the victims again
-                    chosen = self._stable_resort(e, chosen, now)
-                victims = [e.victims[c] for c in chosen]
-                v = violations[j]
-            else:
-                victims = list(itertools.compress(e.victims, row))
-                v = 0
-            out[slot] = _Outcome(
-                victims, v, VictimStats(v, top_j, total_j, n_victims, earliest_j, unstarted_j), None
-            )
-        return out
-
-    @staticmethod
-    def _stable_resort(e: NodeVictims, order: list[int], now: float) -> list[int]:
-        """Upstream re-sorts the victims by importance when both PDB groups were non-empty (a stable sort of
-        the victims in reprieve order: ties keep violating ones first)."""
-        prios, starts = e.prios, e.starts
-
-        def key(c: int) -> tuple[int, float]:
-            s = float(starts[c])
-            return (-int(prios[c]), now if math.isnan(s) else s)
-
-        return sorted(order, key=key)
