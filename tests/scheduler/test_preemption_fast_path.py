@@ -138,6 +138,7 @@ def clusters(draw: st.DrawFn) -> dict[str, Any]:
         "synthetic": draw(st.booleans()),
         "marks": [draw(st.sampled_from(("u", "r", "-"))) for _ in names],
         "offset": draw(st.integers(0, 50)),
+        "stretch": draw(st.sampled_from((1, 2, 64))),
     }
 
 
@@ -179,6 +180,8 @@ def build(c: dict[str, Any], fast: bool, online: bool = True) -> Env:
     for spec in c["nominated"]:
         env.nominator.add_nominated(env.info(spec))
     env.plugin.fast_dry_run = fast
+    # Short stretches make the fast walk filter and reprieve the nodes in several steps.
+    env.plugin._fast.min_stretch = c.get("stretch", 64)
     return env
 
 
@@ -396,3 +399,62 @@ async def test_nominated_pod_with_higher_priority_blocks_the_node(fast: bool) ->
     )
     assert (got, status.code) == ("node2", Code.SUCCESS)
     await env.plugin.wait_for_preemptions()
+
+
+def larger_cluster(seed: int) -> dict[str, Any]:
+    """A benchmark-like cluster with variety: 150 nodes holding 0 to 7 pods of mixed priorities, requests and
+    start times, some PDBs, a few host ports and anti-affinity terms (those nodes take the per-node path)."""
+    rnd = random.Random(seed)
+    names = [f"n{i}" for i in range(150)]
+    cpus = [rnd.choice(("2", "3", "3")) for _ in names]
+    nodes = [
+        node(n, (cpu, "8Gi"), pods="110", zone=f"z{i % 3}", hostname=n)
+        for i, (n, cpu) in enumerate(zip(names, cpus, strict=True))
+    ]
+    pods: list[dict[str, Any]] = []
+    for n, cpu in zip(names, cpus, strict=True):
+        for j in range(rnd.choice((0, 3, 4, 5, 7) if cpu == "2" else (3, 4, 4, 5, 7))):
+            extra: dict[str, Any] = {}
+            if rnd.random() < 0.02:
+                extra["affinity"] = anti_affinity("hostname")
+            pods.append(
+                pod(
+                    f"{n}.{j}",
+                    on=n,
+                    req=(f"{rnd.choice((300, 500, 500, 900))}m", f"{rnd.choice((100, 500))}Mi"),
+                    priority=rnd.choice(PRIORITIES),
+                    labels=rnd.choice(({}, {"app": "a"}, {"app": "b"})),
+                    start=rnd.choice((None, epoch(1), epoch(2), epoch(3))),
+                    **extra,
+                )
+            )
+    pdbs = [pdb({"app": "a"}, rnd.choice((0, 3)))] if seed % 2 else []
+    preemptors = [
+        pod(f"x{i}", req=(f"{rnd.choice((2500, 2800, 3000))}m", "200Mi"), priority=rnd.choice((10, 20, 30)))
+        for i in range(6)
+    ]
+    return {
+        "nodes": nodes,
+        "pods": pods,
+        "nominated": [],
+        "pdbs": pdbs,
+        "args": {"minCandidateNodesPercentage": 10, "minCandidateNodesAbsolute": rnd.choice((5, 40, 100))},
+        "preemptors": preemptors,
+        "synthetic": False,
+        "marks": ["u"] * len(names),
+        "offset": rnd.randrange(150),
+        "stretch": rnd.choice((1, 16, 64)),
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_larger_clusters_preempt_as_the_per_node_algorithm(seed: int) -> None:
+    """Many candidates per preemption (several batches and stretches, victims lists of unequal lengths, cached
+    victim orders reused and invalidated as victims leave): the same nominated nodes and the same cluster after
+    each preemption, and the same dry-run outcome for each preemptor on the initial cluster."""
+    c = larger_cluster(seed)
+    fast, exact = build(c, True, online=False), build(c, False, online=False)
+    for spec in c["preemptors"]:
+        assert dry_run_outcome(fast, c, spec) == dry_run_outcome(exact, c, spec)
+    fast, exact = build(c, True, online=False), build(c, False, online=False)
+    assert await preempt_all(fast, c) == await preempt_all(exact, c)

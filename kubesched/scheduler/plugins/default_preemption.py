@@ -754,6 +754,9 @@ def potential_slots(nodes: NodeTable, statuses: NodeToStatus) -> list[int]:
     if not helpful:
         return []
     if len(helpful) == len(distinct):
+        if len(by_node) == nodes.num_nodes and by_node.keys() == nodes.index.keys():
+            every: list[int] = nodes.slots().tolist()  # every node of the table (the usual case at scale)
+            return every
         names: Any = by_node.keys()
     else:
         names = [name for name, st in by_node.items() if id(st) in helpful]

@@ -299,6 +299,56 @@ def _start(pi: PodInfo) -> float | None:
     return parse_timestamp((pi.pod.get("status") or {}).get("startTime"))
 
 
+class _Padded:
+    """One priority's potential victims of every slot as padded arrays (row: slot; column: rank in importance
+    order). A row is current while ``lo < now < hi`` (as its ``NodeVictims``); dropped rows have lo = +inf."""
+
+    def __init__(self, capacity: int, width: int) -> None:
+        self.width = width
+        self.reqs = np.zeros((capacity, 0, width), dtype=np.int64)
+        self.prios = np.zeros((capacity, 0), dtype=np.int64)
+        self.starts = np.zeros((capacity, 0), dtype=np.float64)
+        self.lens = np.zeros(capacity, dtype=np.intp)
+        self.lo = np.full(capacity, math.inf)
+        self.hi = np.full(capacity, -math.inf)
+
+    def put(self, slot: int, e: NodeVictims) -> None:
+        n = len(e.victims)
+        k = self.prios.shape[1]
+        if n > k:
+            grow = max(n, 2 * k) - k
+            cap = len(self.lens)
+            self.reqs = np.concatenate((self.reqs, np.zeros((cap, grow, self.width), dtype=np.int64)), axis=1)
+            self.prios = np.concatenate((self.prios, np.zeros((cap, grow), dtype=np.int64)), axis=1)
+            self.starts = np.concatenate((self.starts, np.zeros((cap, grow), dtype=np.float64)), axis=1)
+        self.reqs[slot, :n] = e.reqs
+        self.prios[slot, :n] = e.prios
+        self.starts[slot, :n] = e.starts
+        self.lens[slot] = n
+        self.lo[slot] = e.lo
+        self.hi[slot] = e.hi
+
+    def drop(self, slot: int) -> None:
+        self.lo[slot] = math.inf
+        self.hi[slot] = -math.inf
+
+
+class _Entries(Sequence[NodeVictims]):
+    """The entries of ``slots`` in a priority's cache, looked up when asked (a batch needs few of them)."""
+
+    def __init__(self, per: dict[int, NodeVictims], slots: list[int]) -> None:
+        self._per = per
+        self._slots = slots
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __getitem__(self, j: Any) -> Any:
+        if isinstance(j, slice):
+            return [self._per[s] for s in self._slots[j]]
+        return self._per[self._slots[j]]
+
+
 class VictimOrders:
     """``NodeVictims`` per (priority, slot), rebuilt when the node's pods change.
 
@@ -309,11 +359,13 @@ class VictimOrders:
     def __init__(self, max_keys: int = 8) -> None:
         self.max_keys = max_keys
         self._by_priority: dict[int, dict[int, NodeVictims]] = {}
+        self._padded: dict[int, _Padded] = {}
         self._table: NodeTable | None = None
 
     def attach(self, nodes: NodeTable) -> None:
         if self._table is not nodes:
             self._by_priority.clear()
+            self._padded.clear()
             nodes.add_listener(self)
             self._table = nodes
 
@@ -321,9 +373,24 @@ class VictimOrders:
         per = self._by_priority.get(priority)
         if per is None:
             if len(self._by_priority) >= self.max_keys:
-                self._by_priority.pop(next(iter(self._by_priority)))
+                oldest = next(iter(self._by_priority))
+                del self._by_priority[oldest]
+                self._padded.pop(oldest, None)
             per = self._by_priority[priority] = {}
         return per
+
+    def entries(self, priority: int) -> dict[int, NodeVictims]:
+        """The cached entries of ``priority`` (those ``padded`` just ensured are there)."""
+        return self._by_priority[priority]
+
+    def _rebuild(
+        self, nodes: NodeTable, priority: int, per: dict[int, NodeVictims], slot: int, now: float
+    ) -> NodeVictims:
+        entry = per[slot] = self._build(tuple(nodes.pods_on(slot).values()), priority, now, nodes.width)
+        pad = self._padded.get(priority)
+        if pad is not None and slot < len(pad.lens):
+            pad.drop(slot)  # its row may hold the order of the entry replaced
+        return entry
 
     def get(self, nodes: NodeTable, priority: int, slot: int, now: float) -> NodeVictims:
         self.attach(nodes)
@@ -331,9 +398,23 @@ class VictimOrders:
         entry = per.get(slot)
         if entry is not None and entry.lo < now < entry.hi and entry.reqs.shape[1] == nodes.width:
             return entry
-        entry = self._build(tuple(nodes.pods_on(slot).values()), priority, now, nodes.width)
-        per[slot] = entry
-        return entry
+        return self._rebuild(nodes, priority, per, slot, now)
+
+    def padded(self, nodes: NodeTable, priority: int, at: np.ndarray, now: float) -> _Padded:
+        """The padded arrays of ``priority``, with the rows of ``at`` current (and their entries cached)."""
+        self.attach(nodes)
+        per = self._per(priority)
+        width = nodes.width
+        pad = self._padded.get(priority)
+        if pad is None or len(pad.lens) != nodes.capacity or pad.width != width:
+            pad = self._padded[priority] = _Padded(nodes.capacity, width)
+        stale = at[~((pad.lo[at] < now) & (now < pad.hi[at]))]
+        for slot in stale.tolist():
+            entry = per.get(slot)
+            if entry is None or not (entry.lo < now < entry.hi) or entry.reqs.shape[1] != width:
+                entry = self._rebuild(nodes, priority, per, slot, now)
+            pad.put(slot, entry)
+        return pad
 
     def get_many(self, nodes: NodeTable, priority: int, slots: list[int], now: float) -> list[NodeVictims]:
         """``get`` for each of ``slots``."""
@@ -344,8 +425,7 @@ class VictimOrders:
         for slot in slots:
             entry = per.get(slot)
             if entry is None or not (entry.lo < now < entry.hi) or entry.reqs.shape[1] != width:
-                entry = self._build(tuple(nodes.pods_on(slot).values()), priority, now, width)
-                per[slot] = entry
+                entry = self._rebuild(nodes, priority, per, slot, now)
             out.append(entry)
         return out
 
@@ -354,6 +434,9 @@ class VictimOrders:
     def _drop(self, slot: int) -> None:
         for per in self._by_priority.values():
             per.pop(slot, None)
+        for pad in self._padded.values():
+            if slot < len(pad.lens):
+                pad.drop(slot)
 
     def on_pod_added(self, pi: PodInfo, slot: int) -> None:
         self._drop(slot)
@@ -484,7 +567,7 @@ class _Batch:
     in reprieve order, and what ``pickOneNodeForPreemption`` compares."""
 
     slots: list[int]
-    entries: list[NodeVictims]
+    entries: Sequence[NodeVictims]
     victim: np.ndarray  # (m, kmax) bool
     perms: list[list[int]] | None  # with PDBs: reprieve order as indices into the entry's victims
     pdb_counts: list[int] | None  # violating ones first; negative when the other group is empty (no re-sort)
@@ -592,6 +675,9 @@ class FastDryRun:
     def __init__(self) -> None:
         self.totals = LowerPriorityTotals()
         self.orders = VictimOrders()
+        # The first stretch of the walk the Filter plugins see is max(this, 1.25 times the candidates wanted); each
+        # further one is twice the last.
+        self.min_stretch = 64
 
     def run(
         self,
@@ -646,40 +732,48 @@ class FastDryRun:
         if exact:
             is_exact = np.isin(walk, np.fromiter(exact, dtype=np.intp, count=len(exact)))
         safe_mask = has_victims & ~is_exact
-        safe = walk[safe_mask]
-
-        # All lower-priority pods gone: the Filter plugins once over every safe node, resources adjusted.
-        delta = sums[safe]
-        if taken is not None:
-            delta -= taken[safe]
         free = nodes.free
-        free[safe, :width] += delta
-        try:
-            fits, rejected = fw.run_filters(state, pod, safe)
-        except FilterError:
-            return None  # a plugin failed: the exact run reports it node by node
-        finally:
-            nodes.free[safe, :width] -= delta
 
-        fits_at = np.zeros(n, dtype=bool)
-        fits_at[np.flatnonzero(safe_mask)[fits]] = True
+        def filter_range(lo: int, hi: int) -> tuple[np.ndarray, dict[int, Status]] | None:
+            """Walk positions in [lo, hi) of the safe nodes the pod fits on with all their lower-priority pods
+            gone (the Filter plugins once over all of them, resources adjusted), and the rejections of the
+            others; None when a plugin failed."""
+            pos = lo + np.flatnonzero(safe_mask[lo:hi])
+            part = walk[pos]
+            delta = sums[part]
+            if taken is not None:
+                delta -= taken[part]
+            free[part, :width] += delta
+            try:
+                fits, rejected = fw.run_filters(state, pod, part)
+            except FilterError:
+                return None  # the exact run reports it node by node
+            finally:
+                free[part, :width] -= delta
+            return pos[fits], rejected
+
         args = (nodes, priority, sums, taken, scope, pdbs, now)
-        if (is_exact & has_victims).any():
-            return self._walk_mixed(
-                plugin,
-                fw,
-                state,
-                pod,
-                walk,
-                has_victims,
-                fits_at,
-                is_exact,
-                safe_mask,
-                rejected,
-                num_candidates,
-                args,
-            )
-        return self._walk_bulk(walk, has_victims, fits_at, safe_mask, rejected, num_candidates, args)
+        if not (is_exact & has_victims).any():
+            return self._walk_bulk(walk, has_victims, safe_mask, filter_range, num_candidates, args)
+        found = filter_range(0, n)
+        if found is None:
+            return None
+        fits_at = np.zeros(n, dtype=bool)
+        fits_at[found[0]] = True
+        return self._walk_mixed(
+            plugin,
+            fw,
+            state,
+            pod,
+            walk,
+            has_victims,
+            fits_at,
+            is_exact,
+            safe_mask,
+            found[1],
+            num_candidates,
+            args,
+        )
 
     def _statuses(
         self,
@@ -709,58 +803,72 @@ class FastDryRun:
         self,
         walk: np.ndarray,
         has_victims: np.ndarray,
-        fits_at: np.ndarray,
         safe_mask: np.ndarray,
-        rejected: dict[int, Status],
+        filter_range: Any,
         num: int,
         args: _Args,
-    ) -> Found:
-        """Every node the walk may reach is evaluated in bulk: the walk itself is arithmetic over the batches."""
+    ) -> Found | None:
+        """Every node the walk may reach is evaluated in bulk: the walk itself is arithmetic over batches of
+        candidates, and the Filter plugins run over stretches of the walk only as far as it gets."""
         from kubesched.scheduler.plugins.default_preemption import Candidate
 
         nodes, priority, sums, taken, scope, pdbs, now = args
         names = nodes.names
         n = len(walk)
-        fit_pos = np.flatnonzero(fits_at)
-        batches: list[
-            tuple[_Batch, np.ndarray, np.ndarray, np.ndarray]
-        ] = []  # batch, positions, clean, violating
+        fits_at = np.zeros(n, dtype=bool)
+        rejected: dict[int, Status] = {}
+        batches: list[tuple[_Batch, np.ndarray, np.ndarray]] = []  # batch, clean, violating (batch rows)
         errors: list[str] = []
         error_nodes: list[str] = []
         raw_clean = raw_violating = 0
         stop_at = n
-        start = 0
-        while start < len(fit_pos):
-            want = max(num - min(raw_clean, num) - min(raw_violating, num), 1) + 8
-            sel = fit_pos[start : start + want]
-            start += len(sel)
-            b = self._reprieve(nodes, priority, sums, taken, scope, pdbs, walk[sel].tolist(), now)
-            has = b.count > 0
-            is_clean = has & (b.violations == 0)
-            is_violating = has & (b.violations > 0)
-            ccum = raw_clean + np.cumsum(is_clean)
-            vcum = raw_violating + np.cumsum(is_violating)
-            done = has & (np.minimum(ccum, num) >= 1) & (np.minimum(ccum, num) + np.minimum(vcum, num) >= num)
-            hit = np.flatnonzero(done)
-            end = int(hit[0]) + 1 if len(hit) else len(sel)
-            keep_c = np.flatnonzero(is_clean[:end] & (ccum[:end] <= num))
-            keep_v = np.flatnonzero(is_violating[:end] & (vcum[:end] <= num))
-            batches.append((b, sel, keep_c, keep_v))
-            for j in np.flatnonzero(~has[:end]).tolist():
-                name = names[b.slots[j]] or ""
-                st = Status.error(f'expected at least one victim pod on node "{name}"')
-                errors.append(st.message())
-                error_nodes.append(name)
-            raw_clean, raw_violating = int(ccum[end - 1]), int(vcum[end - 1])
-            if len(hit):
-                stop_at = int(sel[end - 1]) + 1
-                break
-        count = sum(len(kc) + len(kv) for _, _, kc, kv in batches)
+        reach = 0  # walk positions before this went through the Filter plugins
+        stretch = max(num + num // 4, self.min_stretch, 1)
+        stopped = False
+        while reach < n and not stopped:
+            found = filter_range(reach, min(reach + stretch, n))
+            if found is None:
+                return None
+            fit_pos, rejected_here = found
+            rejected.update(rejected_here)
+            fits_at[fit_pos] = True
+            reach = min(reach + stretch, n)
+            stretch *= 2
+            start = 0
+            while start < len(fit_pos):
+                want = max(num - min(raw_clean, num) - min(raw_violating, num), 1) + 8
+                sel = fit_pos[start : start + want]
+                start += len(sel)
+                b = self._reprieve(nodes, priority, sums, taken, scope, pdbs, walk[sel].tolist(), now)
+                has = b.count > 0
+                is_clean = has & (b.violations == 0)
+                is_violating = has & (b.violations > 0)
+                ccum = raw_clean + np.cumsum(is_clean)
+                vcum = raw_violating + np.cumsum(is_violating)
+                clean_kept = np.minimum(ccum, num)
+                done = has & (clean_kept >= 1) & (clean_kept + np.minimum(vcum, num) >= num)
+                hit = np.flatnonzero(done)
+                end = int(hit[0]) + 1 if len(hit) else len(sel)
+                keep_c = np.flatnonzero(is_clean[:end] & (ccum[:end] <= num))
+                keep_v = np.flatnonzero(is_violating[:end] & (vcum[:end] <= num))
+                batches.append((b, keep_c, keep_v))
+                for j in np.flatnonzero(~has[:end]).tolist():
+                    name = names[b.slots[j]] or ""
+                    errors.append(
+                        Status.error(f'expected at least one victim pod on node "{name}"').message()
+                    )
+                    error_nodes.append(name)
+                raw_clean, raw_violating = int(ccum[end - 1]), int(vcum[end - 1])
+                if len(hit):
+                    stop_at = int(sel[end - 1]) + 1
+                    stopped = True
+                    break
+        count = sum(len(kc) + len(kv) for _, kc, kv in batches)
 
         def candidates() -> list[Any]:
             clean: list[Any] = []
             violating: list[Any] = []
-            for b, _, kc, kv in batches:
+            for b, kc, kv in batches:
                 for bucket, keep in ((clean, kc), (violating, kv)):
                     for j in keep.tolist():
                         bucket.append(
@@ -778,7 +886,7 @@ class FastDryRun:
                 return None
             t = time.time()  # as select_candidate: pods not started count as starting now
             # Order as the candidate list: every batch's clean ones, then every batch's violating ones.
-            order = [(b, kc) for b, _, kc, _ in batches] + [(b, kv) for b, _, _, kv in batches]
+            order = [(b, kc) for b, kc, _ in batches] + [(b, kv) for b, _, kv in batches]
             order = [(b, k) for b, k in order if len(k)]
             cols = [
                 np.concatenate([getattr(b, f)[k] for b, k in order])
@@ -917,49 +1025,63 @@ class FastDryRun:
         across nodes: victim k of every node is tried together."""
         from kubesched.scheduler.plugins.default_preemption import filter_pods_with_pdb_violation
 
-        entries = self.orders.get_many(nodes, priority, batch, now)
         m = len(batch)
         cols = list(scope.cols)
-        # Reprieve order per node: PDB-violating victims first, then the others (each group in importance order).
         perms: list[list[int]] | None = None
         pdb_counts: list[int] | None = None
-        if pdbs:
+        entries: Sequence[NodeVictims]
+        req: np.ndarray | None = None
+        if not pdbs:
+            # Straight from the per-priority padded arrays: no per-node Python unless a node changed.
+            at = np.asarray(batch, dtype=np.intp)
+            pad = self.orders.padded(nodes, priority, at, now)
+            entries = _Entries(self.orders.entries(priority), batch)
+            lens = pad.lens[at]
+            kmax = int(lens.max())
+            valid = np.arange(kmax)[None, :] < lens[:, None]
+            if cols:
+                req = pad.reqs[at, :kmax][:, :, cols]
+            prio = pad.prios[at, :kmax]
+            start = pad.starts[at, :kmax]
+        else:
+            entries = self.orders.get_many(nodes, priority, batch, now)
+            # Reprieve order per node: PDB-violating victims first, then the others (each in importance order).
             perms, pdb_counts = [], []
             for e in entries:
                 violating, other = filter_pods_with_pdb_violation(e.victims, pdbs)
                 where = {id(p): j for j, p in enumerate(e.victims)}
                 perms.append([where[id(p)] for p in violating] + [where[id(p)] for p in other])
                 pdb_counts.append(len(violating) if other else -len(violating))  # negative: no re-sort
-        lens = np.fromiter((len(e.victims) for e in entries), dtype=np.intp, count=m)
-        kmax = int(lens.max())
-        valid = np.arange(kmax)[None, :] < lens[:, None]
-        uniform = bool((lens == kmax).all())
-        src = None
-        if perms is not None:
-            first = np.repeat(np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
-            src = first + np.concatenate([np.asarray(p, dtype=np.intp) for p in perms])
-        if not uniform:
+            lens = np.fromiter((len(e.victims) for e in entries), dtype=np.intp, count=m)
+            kmax = int(lens.max())
+            valid = np.arange(kmax)[None, :] < lens[:, None]
+            uniform = bool((lens == kmax).all())
+            starts_at = np.concatenate(([0], np.cumsum(lens)[:-1]))
+            src = np.repeat(starts_at, lens) + np.concatenate([np.asarray(p, dtype=np.intp) for p in perms])
             rows = np.repeat(np.arange(m), lens)
-            ranks = np.arange(len(rows)) - np.repeat(np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+            ranks = np.arange(len(rows)) - np.repeat(starts_at, lens)
 
-        def spread(flat: np.ndarray, fill: Any, dtype: Any) -> np.ndarray:
-            """Per-victim values (concatenated in entry order) as an (m, kmax, ...) array in reprieve order."""
-            if src is not None:
+            def spread(flat: np.ndarray, fill: Any, dtype: Any) -> np.ndarray:
+                """Per-victim values (concatenated in entry order) as an (m, kmax, ...) array in reprieve order."""
                 flat = flat[src]
-            if uniform:
-                return flat.reshape((m, kmax, *flat.shape[1:]))
-            out = np.full((m, kmax, *flat.shape[1:]), fill, dtype=dtype)
-            out[rows, ranks] = flat
-            return out
+                if uniform:
+                    return flat.reshape((m, kmax, *flat.shape[1:]))
+                out = np.full((m, kmax, *flat.shape[1:]), fill, dtype=dtype)
+                out[rows, ranks] = flat
+                return out
+
+            if cols:
+                req = spread(np.concatenate([e.reqs for e in entries])[:, cols], 0, np.int64)
+            prio = spread(np.concatenate([e.prios for e in entries]), 0, np.int64)
+            start = spread(np.concatenate([e.starts for e in entries]), np.nan, np.float64)
 
         keep = np.zeros((m, kmax), dtype=bool)  # reprieved
-        if cols:
+        if req is not None:
             at = np.asarray(batch, dtype=np.intp)
             room = nodes.free[at][:, cols] + sums[at][:, cols]
             if taken is not None:
                 room -= taken[at][:, cols]
             need = np.asarray(scope.need, dtype=np.int64)
-            req = spread(np.concatenate([e.reqs for e in entries])[:, cols], 0, np.int64)
             for k in range(kmax):
                 after = room - req[:, k]
                 ok = valid[:, k] & (after >= need).all(axis=1)
@@ -970,8 +1092,6 @@ class FastDryRun:
         victim = valid & ~keep
 
         # What pickOneNodeForPreemption compares, for all of them at once.
-        prio = spread(np.concatenate([e.prios for e in entries]), 0, np.int64)
-        start = spread(np.concatenate([e.starts for e in entries]), np.nan, np.float64)
         count = victim.sum(axis=1)
         top = np.where(victim, prio, np.iinfo(np.int64).min).max(axis=1)
         total = np.where(victim, prio, 0).sum(axis=1) + _PRIORITY_OFFSET * count
