@@ -154,7 +154,9 @@ def nominated_rejections_in_bulk(
     bulk: list[int] = []
     rows: list[np.ndarray] = []
     exact: list[int] = []
-    for slot in slots:
+    index = nodes.index
+    nominated_slots = {index.get(name) for name in nominator.nodes()}
+    for slot in [s for s in slots if s in nominated_slots] if len(nominated_slots) < len(slots) else slots:
         others = [
             p
             for p in nominator.nominated_pods_for_node(names[slot] or "")
@@ -1006,8 +1008,11 @@ class FastDryRun:
         if not slots:
             return None
         taken = np.zeros((nodes.capacity, width), dtype=np.int64)
-        for slot, r in zip(slots, rows, strict=True):
-            taken[slot, : min(len(r), width)] += r[:width]
+        if all(len(r) == width for r in rows):
+            np.add.at(taken, np.asarray(slots, dtype=np.intp), np.stack(rows))
+        else:
+            for slot, r in zip(slots, rows, strict=True):
+                taken[slot, : min(len(r), width)] += r[:width]
         return taken
 
     def _reprieve(
