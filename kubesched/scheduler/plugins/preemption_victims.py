@@ -26,10 +26,18 @@ the rest are evaluated here. What is computed is the same as the exact run: same
 same victims in the same order, same PDB violation counts, same statuses of the nodes that are not candidates,
 same errors (``tests/scheduler/test_preemption_fast_path.py`` checks this on random clusters).
 
-Two caches keep the per-cycle Python small: per priority, the summed requests and the number of lower-priority
-pods of every node, kept current by listening to the table's real pod changes; per node, its
-lower-priority pods in upstream's importance order with their requests as a matrix, valid while the node holds
-the same ``PodInfo`` objects and no start time lies between the time it was sorted at and now.
+Two caches, both ``TableListener``s of the table (only real pod changes notify; what-ifs restore what they
+touch), keep the per-cycle Python small: per priority, the summed requests and the number of lower-priority pods
+of every node; per priority and node, its lower-priority pods in upstream's importance order (``NodeVictims``),
+also laid out as padded arrays over all slots (``_Padded``: requests, priorities, start times by rank), valid
+until the node's pods change or a start time falls between the time it was sorted at and now.
+
+Per preemption the walk is then arithmetic: the Filter plugins run over stretches of the walk (from the random
+offset, 1.25 times the candidates wanted, doubling) only as far as the walk gets; the reprieve tries victim k of
+every node of a batch at once (a loop over ranks, not over nodes and victims); which nodes become candidates and
+where the walk stops are cumulative sums; the best candidate is chosen on arrays (``_pick``), and only its
+victim list is built (``Found``: the full candidate list and the statuses are built when asked, as
+``dry_run_preemption`` does).
 """
 
 from __future__ import annotations
