@@ -49,6 +49,10 @@ log = logging.getLogger("kubesched.scheduler")
 # are ~10 ms), rarely enough that they run in batches, which keeps the loop's overhead small and the CPU caches
 # warm (measured: 8 -> 32 gave +5% on SchedulingBasic).
 YIELD_EVERY = 32
+# Bindings in flight at most before the scheduling loop waits for some to finish (down to half). Without a bound
+# the loop, faster than the API server, ran thousands of pods ahead of their bindings, which then queued for a
+# connection and landed in bursts; 256 keeps every connection of the client's pool busy (~0.1 s of bindings).
+MAX_BINDINGS_IN_FLIGHT = 256
 GC_YOUNG_THRESHOLD = 50_000
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
@@ -119,6 +123,8 @@ class Scheduler:
         self.volume_stores: dict[str, Store] = {}
         workloads = InformerWorkloads(self.informers)
         self._bind_tasks: set[asyncio.Task[None]] = set()
+        # Awaited by the loop while MAX_BINDINGS_IN_FLIGHT bindings run; set once they drop to half that.
+        self._bind_room: asyncio.Future[None] | None = None
         # PodScheduled=False status writes in flight, by pod uid; a binding waits for its pod's write to land.
         self._condition_writes: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
@@ -325,7 +331,10 @@ class Scheduler:
             # Let bindings, informer updates and event writes run between cycles: with a full queue neither
             # pop() nor a successful cycle awaits anything, and they would otherwise wait for the queue to drain.
             cycles += 1
-            if cycles % YIELD_EVERY == 0:
+            if len(self._bind_tasks) >= MAX_BINDINGS_IN_FLIGHT:
+                self._bind_room = asyncio.get_running_loop().create_future()
+                await self._bind_room
+            elif cycles % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
 
     async def stop(self) -> None:
@@ -370,7 +379,15 @@ class Scheduler:
             return
         task = asyncio.create_task(self._binding_cycle(fw, qpi, state, outcome, result.node or "", start))
         self._bind_tasks.add(task)
-        task.add_done_callback(self._bind_tasks.discard)
+        task.add_done_callback(self._binding_done)
+
+    def _binding_done(self, task: asyncio.Task[None]) -> None:
+        self._bind_tasks.discard(task)
+        room = self._bind_room
+        if room is not None and len(self._bind_tasks) <= MAX_BINDINGS_IN_FLIGHT // 2:
+            self._bind_room = None
+            if not room.done():
+                room.set_result(None)
 
     def _skip(self, pi: PodInfo) -> bool:
         """Pods deleted or already assumed/bound since they were queued are not scheduled again."""
