@@ -160,6 +160,7 @@ def nominated_rejections_in_bulk(
     names, pod_slot, width = nodes.names, nodes.pod_slot, nodes.width
     uid, priority = pod.uid, pod.priority
     bulk: list[int] = []
+    owner: list[int] = []  # per nominated pod counted: its node's row in ``bulk``
     rows: list[np.ndarray] = []
     exact: list[int] = []
     index = nodes.index
@@ -175,16 +176,20 @@ def nominated_rejections_in_bulk(
         if scope.ports and any(p.host_ports for p in others):
             exact.append(slot)
             continue
-        total = np.zeros(width, dtype=np.int64)
-        for p in others:
-            r = p.requests[:width]
-            total[: len(r)] += r
+        row = len(bulk)
         bulk.append(slot)
-        rows.append(total)
+        for p in others:
+            owner.append(row)
+            rows.append(p.requests)
     statuses: dict[int, Status] = {}
     if bulk:
         at = np.asarray(bulk, dtype=np.intp)
-        taken = np.stack(rows)
+        taken = np.zeros((len(bulk), width), dtype=np.int64)
+        if all(len(r) == width for r in rows):
+            np.add.at(taken, np.asarray(owner, dtype=np.intp), np.stack(rows))
+        else:  # requests parsed before the table grew a column
+            for i, r in zip(owner, rows, strict=True):
+                taken[i, : min(len(r), width)] += r[:width]
         nodes.free[at, :width] -= taken
         try:
             _, rejected = fw.run_filters(state, pod, at)
