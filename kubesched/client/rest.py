@@ -18,6 +18,7 @@ from typing import Any, Literal, TypedDict
 from urllib.parse import quote
 
 import aiohttp
+import httptools
 import orjson
 import yarl
 
@@ -309,7 +310,7 @@ class WatchStream:
 # A scheduler writes two small POSTs per pod (the binding and the Scheduled event). Through aiohttp each costs
 # a ClientRequest, header multidicts, URL parsing, a writer task, tracing and timer hooks: most of the client
 # CPU of a binding. POSTs without a query go over this path instead: one pre-built header block, one write,
-# and a response parsed from a buffer (Content-Length or chunked). Everything else stays on aiohttp.
+# and the response parsed by httptools (llhttp). Everything else stays on aiohttp.
 
 # An idle kept-alive connection older than this is closed rather than reused, so a POST is never written onto a
 # connection that the server is closing for idleness (aiohttp's server closes after 75 s, Go's after 90 s+).
@@ -327,66 +328,21 @@ class _LeanResponse:
         self.keep_alive = keep_alive
 
 
-class _LeanHead:
-    """A parsed response head; ``length`` is the body length, -1 for chunked, -2 for read-until-close."""
-
-    __slots__ = ("body_start", "headers", "keep_alive", "length", "status")
-
-    def __init__(
-        self, status: int, headers: dict[str, str], keep_alive: bool, body_start: int, length: int
-    ) -> None:
-        self.status = status
-        self.headers = headers
-        self.keep_alive = keep_alive
-        self.body_start = body_start
-        self.length = length
-
-
-def _parse_head(buf: bytearray, pos: int) -> _LeanHead | None:
-    """The response head starting at ``buf[pos]``, or None while incomplete. ValueError when malformed."""
-    end = buf.find(b"\r\n\r\n", pos)
-    if end < 0:
-        if len(buf) - pos > _LEAN_MAX_HEAD_BYTES:
-            raise ValueError("response headers too long")
-        return None
-    lines = bytes(buf[pos:end]).split(b"\r\n")
-    status_line = lines[0]
-    if not status_line.startswith(b"HTTP/1.") or len(status_line) < 12 or not status_line[9:12].isdigit():
-        raise ValueError(f"bad status line {status_line[:80]!r}")
-    status = int(status_line[9:12])
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep:
-            raise ValueError(f"bad header line {line[:80]!r}")
-        headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-    keep_alive = headers.get("connection", "").lower() != "close" and status_line[7:8] == b"1"
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        length = -1
-    elif "content-length" in headers:
-        try:
-            length = int(headers["content-length"])
-        except ValueError:
-            raise ValueError(f"bad Content-Length {headers['content-length'][:40]!r}") from None
-        if length < 0:
-            raise ValueError(f"bad Content-Length {length}")
-    elif status in (204, 304) or status < 200:
-        length = 0
-    else:
-        length, keep_alive = -2, False
-    return _LeanHead(status, headers, keep_alive, end + 4, length)
-
-
 class _LeanConnection(asyncio.Protocol):
-    """One kept-alive HTTP/1.1 connection carrying one request at a time."""
+    """One kept-alive HTTP/1.1 connection carrying one request at a time. Responses are parsed by httptools
+    (llhttp, the parser Node.js and uvicorn use): Content-Length, chunked and 1xx interim answers; a body
+    delimited by the end of the connection is completed in ``connection_lost``."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = 0.0
-        self._buf = bytearray()
-        self._head: _LeanHead | None = None
+        self._parser: httptools.HttpResponseParser | None = None
         self._waiter: asyncio.Future[_LeanResponse] | None = None
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self._headers_done = False
+        self._head_bytes = 0
 
     # -- protocol callbacks --
 
@@ -395,41 +351,80 @@ class _LeanConnection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        waiter = self._waiter
-        if waiter is None:
+        parser = self._parser
+        if self._waiter is None or parser is None:
             self.close()  # bytes nobody asked for: the connection is out of step
             return
-        self._buf += data
+        if not self._headers_done:
+            self._head_bytes += len(data)
+            if self._head_bytes > _LEAN_MAX_HEAD_BYTES:
+                self._fail(aiohttp.ClientPayloadError("malformed response: response headers too long"))
+                return
         try:
-            resp = self._parse()
-        except ValueError as e:
+            parser.feed_data(data)
+        except httptools.HttpParserError as e:
             self._fail(aiohttp.ClientPayloadError(f"malformed response: {e}"))
-            return
-        if resp is not None:
-            self._waiter = None
-            if not resp.keep_alive:
-                self.close()
-            if not waiter.done():
-                waiter.set_result(resp)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        head = self._head
-        if head is not None and head.length == -2 and self._waiter is not None:
-            waiter, self._waiter = self._waiter, None  # a body delimited by the end of the connection
-            if not waiter.done():
-                body = bytes(self._buf[head.body_start :])
-                waiter.set_result(_LeanResponse(head.status, head.headers, body, False))
+        headers = self._headers
+        if (
+            self._waiter is not None
+            and self._parser is not None
+            and self._headers_done
+            and "content-length" not in headers
+            and "chunked" not in headers.get("transfer-encoding", "").lower()
+        ):
+            # A body delimited by the end of the connection.
+            self._complete(
+                _LeanResponse(self._parser.get_status_code(), headers, b"".join(self._body), False)
+            )
             return
         self._fail(aiohttp.ServerDisconnectedError(repr(exc) if exc else None))
+
+    # -- httptools callbacks --
+
+    def on_message_begin(self) -> None:
+        self._headers = {}
+        self._body = []
+        self._headers_done = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1").strip()
+
+    def on_headers_complete(self) -> None:
+        self._headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        parser = self._parser
+        assert parser is not None
+        status = parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            self._headers_done = False  # an interim answer (100 Continue): the real one follows
+            self._head_bytes = 0
+            return
+        keep_alive = parser.should_keep_alive()
+        self._complete(_LeanResponse(status, self._headers, b"".join(self._body), keep_alive))
+        if not keep_alive:
+            self.close()
+
+    # -- use --
+
+    def _complete(self, resp: _LeanResponse) -> None:
+        waiter, self._waiter = self._waiter, None
+        self._parser = None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(resp)
 
     def _fail(self, exc: Exception) -> None:
         self.close()
         waiter, self._waiter = self._waiter, None
+        self._parser = None
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
-
-    # -- use --
 
     def close(self) -> None:
         self.closed = True
@@ -447,61 +442,12 @@ class _LeanConnection(asyncio.Protocol):
 
     def send(self, data: bytes) -> asyncio.Future[_LeanResponse]:
         assert self.transport is not None
-        self._buf.clear()
-        self._head = None
+        self._parser = httptools.HttpResponseParser(self)
+        self._headers, self._body, self._headers_done, self._head_bytes = {}, [], False, 0
         waiter: asyncio.Future[_LeanResponse] = asyncio.get_running_loop().create_future()
         self._waiter = waiter
         self.transport.write(data)
         return waiter
-
-    def _parse(self) -> _LeanResponse | None:
-        """The response, once all of it is in the buffer; None until then. ValueError when malformed."""
-        buf = self._buf
-        head = self._head
-        while head is None:
-            head = _parse_head(buf, 0)
-            if head is None:
-                return None
-            if 100 <= head.status < 200 and head.status != 101:
-                del buf[: head.body_start]  # an interim answer (100 Continue): the real one follows
-                head = None
-                continue
-            self._head = head
-        start = head.body_start
-        if head.length == -1:
-            if not buf.endswith(b"\r\n\r\n"):  # the last chunk (and trailers) end so; skip the walk till then
-                return None
-            body = _dechunk(buf, start)
-            if body is None:
-                return None
-        elif head.length == -2:
-            return None  # until the connection ends
-        else:
-            need = start + head.length
-            if len(buf) < need:
-                return None
-            body = bytes(buf[start:need])
-        return _LeanResponse(head.status, head.headers, body, head.keep_alive)
-
-
-def _dechunk(buf: bytearray, pos: int) -> bytes | None:
-    """A complete chunked body from ``buf[pos:]``, or None while incomplete (trailers are ignored)."""
-    parts: list[bytes] = []
-    while True:
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            return None
-        size = int(bytes(buf[pos:eol]).split(b";", 1)[0], 16)
-        if size < 0:
-            raise ValueError(f"bad chunk size {size}")
-        pos = eol + 2
-        if size == 0:
-            end = buf.find(b"\r\n\r\n", pos - 2)
-            return b"".join(parts) if end >= 0 else None
-        if len(buf) < pos + size + 2:
-            return None
-        parts.append(bytes(buf[pos : pos + size]))
-        pos += size + 2
 
 
 class _LeanPool:
