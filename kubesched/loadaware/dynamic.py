@@ -89,6 +89,7 @@ class Dynamic:
         self.hot_values = hot_values
         self.hot_values.ensure_retention(self.policy.max_hot_value_range)
         self.clock = clock
+        self._cache = handle.cache if handle is not None else None
         self.plan = ScorePlan.build(self.policy, source.metrics)
         self._hot_windows = self.policy.spec.hot_value
 
@@ -134,9 +135,34 @@ class Dynamic:
         now = self.clock()
         cols = self.source.columns(nodes, idx)
         base = load_scores(cols, self.plan, now)
-        local = self.hot_values.hot_values(nodes, idx, self._hot_windows, now) * 10
-        penalty = np.maximum(local, annotation_hot_penalty(cols, self.plan, now))
+        hot = self.hot_values.hot_values(nodes, idx, self._hot_windows, now)
+        self._count_in_flight(hot, nodes, idx, now)
+        penalty = np.maximum(hot * 10, annotation_hot_penalty(cols, self.plan, now))
         return final_scores(base, penalty)
+
+    def _count_in_flight(self, hot: np.ndarray, nodes: NodeTable, idx: np.ndarray, now: float) -> None:
+        """Count pods assumed on a node whose binding has not landed yet (PostBind records a binding only once
+        the API server confirms it): without them a burst of pods scheduled before the first binding returns all
+        see the same hot values and pile onto the one coolest node, crane's hot-spot weakness. Few pods are ever in
+        flight, so this looks at their nodes only."""
+        cache = self._cache
+        if cache is None or not self._hot_windows:
+            return
+        in_flight: dict[str, int] = {}
+        for pi in cache.assumed.values():
+            node = pi.node_name
+            if node and not self.hot_values.has(node, pi.key):
+                in_flight[node] = in_flight.get(node, 0) + 1
+        if not in_flight:
+            return
+        where = {int(slot): pos for pos, slot in enumerate(idx.tolist())}
+        for node, extra in in_flight.items():
+            pos = where.get(nodes.index.get(node, -1))
+            if pos is not None:
+                hot[pos] = sum(
+                    (self.hot_values.count(node, w.time_range, now) + extra) // w.count
+                    for w in self._hot_windows
+                )
 
     # --- PostBind ------------------------------------------------------------------------------------------
 

@@ -64,6 +64,10 @@ class HotValueStore:
             self._views.clear()  # the same binding seen at another time: rebuilt on the next question
         self._maybe_gc(when)
 
+    def has(self, node: str, pod_key: str) -> bool:
+        """Whether the binding of ``pod_key`` to ``node`` is recorded."""
+        return pod_key in self._bindings.get(node, ())
+
     def remove_node(self, node: str) -> None:
         if self._bindings.pop(node, None) is not None:
             self._views.clear()

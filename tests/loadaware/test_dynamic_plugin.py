@@ -181,6 +181,27 @@ def test_hot_value_from_postbind_lowers_the_score() -> None:
     assert run_score(c, dyn, ["a", "b"]) == [90, 90]
 
 
+def test_pods_assumed_but_not_yet_bound_count_in_the_hot_value() -> None:
+    # A burst: pods scheduled onto "a" before any of their bindings landed (no PostBind yet). Without counting
+    # them, every pod of the burst would see the same hot values and pile onto the same coolest node.
+    c = cluster(node("a", loads(0.1)), node("b", loads(0.1)))
+    dyn = plugin(c)
+    c.assume(info(c, name="r1"), "a")
+    assert run_score(c, dyn, ["a", "b"]) == [90, 90]  # 1 in flight: floor(1/2) + floor(1/5) = 0
+    c.assume(info(c, name="r2"), "a")
+    assert run_score(c, dyn, ["a", "b"]) == [80, 90]  # 2 in flight: hot 1
+    # Once bound (PostBind), the same pods are counted once, not twice.
+    for name in ("r1", "r2"):
+        dyn.post_bind(CycleState(), info(c, name=name), "a")
+    assert run_score(c, dyn, ["a", "b"]) == [80, 90]
+    # A binding that failed is forgotten by the cache, and no longer counts.
+    c.assume(info(c, name="r3"), "b")
+    c.assume(info(c, name="r4"), "b")
+    assert run_score(c, dyn, ["a", "b"]) == [80, 80]
+    c.forget(info(c, name="r4").uid)
+    assert run_score(c, dyn, ["a", "b"]) == [80, 90]
+
+
 def test_hot_value_annotation_from_cranes_controller() -> None:
     c = cluster(
         node("annotated", loads(0.1, **{HOT_VALUE_KEY: 2})),
