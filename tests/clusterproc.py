@@ -117,48 +117,6 @@ def https_get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
         return e.code, e.read().decode()
 
 
-def publish_client_ca(kubeconfig: Path) -> None:
-    """Publish the cluster CA as ``kube-system/extension-apiserver-authentication``'s ``client-ca-file`` (what
-    kube-apiserver does; idempotent), so a component's secure port verifies the admin's client certificate.
-    ``cluster up`` publishes it itself; this is for clusters that do not."""
-    import asyncio
-    import threading
-
-    from kubesched.client.config import load_config
-    from kubesched.client.rest import ApiClient, ApiError
-
-    config = load_config(str(kubeconfig))
-    if config.ca_data is None and config.ca_file is None:
-        return  # plain HTTP: nothing to publish
-    ca = config.ca_data or Path(str(config.ca_file)).read_bytes()
-
-    async def publish() -> None:
-        body = {
-            "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"},
-            "data": {"client-ca-file": ca.decode()},
-        }
-        async with ApiClient(config) as client:
-            try:
-                await client.create("v1", "configmaps", body, namespace="kube-system")
-            except ApiError as e:
-                if not e.is_already_exists():
-                    raise
-
-    errors: list[BaseException] = []
-    thread = threading.Thread(target=lambda: _capture(errors, lambda: asyncio.run(publish())))
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
-
-
-def _capture(errors: list[BaseException], fn: Callable[[], object]) -> None:
-    try:
-        fn()
-    except BaseException as e:  # re-raised by the caller's thread
-        errors.append(e)
-
-
 @dataclass
 class SchedulerProcess:
     """A ``kubesched scheduler`` process; ``output`` collects its stdout and stderr lines as they come.

@@ -36,7 +36,6 @@ from clusterproc import (
     Kubectl,
     find_kubectl,
     free_port,
-    publish_client_ca,
     start_cluster,
     wait_for,
 )
@@ -382,26 +381,6 @@ NODE = "control-plane-0"
 NODE_IP = "127.0.1.1"
 MIRROR = f"kube-scheduler-{NODE}"
 
-# As in tests/operator/test_e2e_operator.py: the bootstrap ClusterRole system:kube-scheduler does not grant the
-# resource.k8s.io reads the scheduler's DynamicResources informers need.
-DRA_READER = """
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: e2e-dra-reader}
-rules:
-- apiGroups: [resource.k8s.io]
-  resources: [deviceclasses, resourceclaims, resourceclaimtemplates, resourceslices]
-  verbs: [get, list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: e2e-dra-reader}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-dra-reader}
-subjects:
-- {kind: ServiceAccount, name: kube-scheduler, namespace: openshift-kube-scheduler}
-"""
-
-
 # The operator's default leader election for the scheduler is OpenShift's (lease 137s, retry 26s). Killing the
 # cluster process kills the static pod's scheduler with it (the kubelet is in that process), without releasing its
 # Lease, so the restarted scheduler would wait out the dead holder's 137s before scheduling. The test shortens
@@ -518,7 +497,7 @@ def start_operator(kubeconfig: Path, scheduler_port: int, lease: str, renew: str
 def operator_cluster(
     tmp_path: Path, storage: str, clusters: list[ClusterProcess]
 ) -> tuple[tuple[str, ...], Path]:
-    """A cluster with control-plane-0, KubeScheduler/cluster prepared, the CA published: (its command, kubeconfig)."""
+    """A cluster with control-plane-0 and KubeScheduler/cluster prepared: (its command, kubeconfig)."""
     port = free_port()
     cmd = ("--port", str(port), "--storage", storage, "--nodes", "2", "--control-plane-nodes", "1")
     first = start_cluster(tmp_path / "data", *cmd, timeout=120)
@@ -527,9 +506,7 @@ def operator_cluster(
     kubeconfig.write_text(first.kubeconfig.read_text())
     assert KUBECTL is not None
     kubectl = Kubectl(KUBECTL, kubeconfig, tmp_path / "kcache")
-    kubectl("apply", "-f", "-", input=DRA_READER)
     prepare_kubescheduler(kubectl)
-    publish_client_ca(kubeconfig)  # the operator's /metrics then accepts the admin's client certificate
     return cmd, kubeconfig
 
 
