@@ -30,7 +30,9 @@ SINGLETON_NAME = "cluster"  # KubeScheduler/cluster and Scheduler/cluster
 CLUSTEROPERATOR_NAME = "kube-scheduler"
 
 # -- the inputs the config side writes into the operand namespace -----------------------------------------------
-POD_CONFIGMAP = "kube-scheduler-pod"  # keys: pod.yaml (manifest, REVISION placeholder), version, forceRedeploymentReason
+POD_CONFIGMAP = (
+    "kube-scheduler-pod"  # keys: pod.yaml (manifest, REVISION placeholder), version, forceRedeploymentReason
+)
 CONFIG_CONFIGMAP = "config"  # key: config.yaml (the merged, validated KubeSchedulerConfiguration)
 KUBECONFIG_CONFIGMAP = "scheduler-kubeconfig"  # key: kubeconfig (credentials referenced by path)
 SERVICEACCOUNT_CA_CONFIGMAP = "serviceaccount-ca"  # key: ca-bundle.crt

@@ -166,7 +166,11 @@ def test_unimplemented_defaults_are_kept_when_the_registry_knows_them() -> None:
     assert names(profile.plugins.filter) == [*OBSERVED_136[P.FILTER], "NodeDeclaredFeatures"]
     assert "NodeDeclaredFeatures" not in profile.dropped_default_plugins
     # Upstream's order at Reserve/PreBind: VolumeBinding, DynamicResources.
-    assert names(profile.plugins.reserve) == names(profile.plugins.pre_bind) == ["VolumeBinding", "DynamicResources"]
+    assert (
+        names(profile.plugins.reserve)
+        == names(profile.plugins.pre_bind)
+        == ["VolumeBinding", "DynamicResources"]
+    )
 
 
 def test_default_top_level_values() -> None:
@@ -404,7 +408,11 @@ def test_documented_multipoint_example() -> None:
     assert names(profile.plugins.queue_sort) == ["CustomQueueSort"]
     assert "NodeName" not in names(profile.plugins.filter)
     assert names(profile.plugins.filter)[-1] == "CustomPlugin1"
-    assert names(profile.plugins.reserve) == ["VolumeBinding", "DynamicResources", "CustomPlugin2"]  # defaults first
+    assert names(profile.plugins.reserve) == [
+        "VolumeBinding",
+        "DynamicResources",
+        "CustomPlugin2",
+    ]  # defaults first
     assert names(profile.plugins.permit) == ["CustomPlugin2"]
     # ImageLocality, set explicitly at score, overrides its multiPoint entry and moves first, weight 1.
     assert [tuple(r) for r in profile.plugins.score] == [
