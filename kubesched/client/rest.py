@@ -657,11 +657,7 @@ class ApiClient:
                 raw = await resp.read()
                 status = resp.status
                 if status < 300:
-                    if not raw:
-                        return None
-                    if "json" in resp.headers.get("Content-Type", "application/json"):
-                        return orjson.loads(raw)
-                    return raw.decode("utf-8", "replace")
+                    return _decoded(raw, resp.headers.get("Content-Type", "application/json"))
                 retry_after = _retry_after(status, resp.headers.get("Retry-After"))
             if retry_after is None or attempt >= self.max_retries:
                 raise ApiError.from_response(status, raw)
@@ -685,11 +681,7 @@ class ApiClient:
             status = resp.status
             raw = resp.body
             if status < 300:
-                if not raw:
-                    return None
-                if "json" in resp.headers.get("content-type", "application/json"):
-                    return orjson.loads(raw)
-                return raw.decode("utf-8", "replace")
+                return _decoded(raw, resp.headers.get("content-type", "application/json"))
             retry_after = _retry_after(status, resp.headers.get("retry-after"))
             if retry_after is None or attempt >= self.max_retries:
                 raise ApiError.from_response(status, raw)
@@ -930,6 +922,15 @@ class ApiClient:
             return resp
 
         return WatchStream(opener)
+
+
+def _decoded(raw: bytes, content_type: str) -> Any:
+    """A successful answer's body: None when empty, JSON decoded, else text (both request paths)."""
+    if not raw:
+        return None
+    if "json" in content_type:
+        return orjson.loads(raw)
+    return raw.decode("utf-8", "replace")
 
 
 def _retry_after(status: int, header: str | None) -> float | None:
