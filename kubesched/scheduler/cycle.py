@@ -59,6 +59,7 @@ async def scheduling_cycle(
     *,
     start: float = 0.0,
     record_scores: bool = False,
+    cycle: int | None = None,
 ) -> tuple[ScheduleResult, PodInfo | CycleFailure]:
     """Run the scheduling cycle of ``pod``: (the algorithm's result, the assumed PodInfo on ``result.node`` or a
     ``CycleFailure``). On success the pod stays assumed in ``cache`` with Reserve and Permit passed.
@@ -66,9 +67,10 @@ async def scheduling_cycle(
     ``start``: when the attempt began (``time.perf_counter()``); with metrics on the framework's handle the
     algorithm's latency is observed from it, as upstream: up to the choice of a node, or up to the end of
     PostFilter when none fits. ``record_scores``: keep per-node scores and rejections in the result (the decision
-    log, simulate).
+    log, simulate). ``cycle``: the queue's scheduling-cycle count (for opportunistic batching; None: the
+    framework counts its own cycles).
     """
-    result = fw.schedule(state, pod, record_scores=record_scores)
+    result = fw.schedule(state, pod, record_scores=record_scores, cycle=cycle)
     metrics = fw.handle.metrics
     node = result.node
     if node is None:
@@ -83,6 +85,7 @@ async def scheduling_cycle(
     if s.ok:
         s, _ = fw.run_permit(state, assumed, node)
         if s.ok or s.code == Code.WAIT:
+            fw.pod_succeeded()
             return result, assumed
     fw.run_unreserve(state, assumed, node)
     cache.forget(pod.uid)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import random
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
-from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 from kubesched.scheduler.framework.interface import Code
@@ -129,6 +129,42 @@ class FastHistogram:
                 cumulative.append((le, acc))
             family.add_metric(list(values), cumulative, series.total)
         return [family]
+
+
+class BatchCounts(Protocol):
+    attempts: dict[str, int]
+    flushes: dict[str, int]
+
+
+class _BatchCollector:
+    """``scheduler_batch_attempts_total{profile,result}`` and ``scheduler_batch_cache_flushed_total{profile,reason}``
+    (upstream's help texts) from the counts each profile's batch keeps."""
+
+    def __init__(self, batches: Mapping[str, BatchCounts]) -> None:
+        self._batches = batches
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        attempts = CounterMetricFamily(
+            f"{SUBSYSTEM}_batch_attempts",
+            "Counts of results when we attempt to use batching.",
+            labels=["profile", "result"],
+        )
+        flushed = CounterMetricFamily(
+            f"{SUBSYSTEM}_batch_cache_flushed",
+            "Counts of cache flushes by reason.",
+            labels=["profile", "reason"],
+        )
+        for profile, batch in self._batches.items():
+            for result, n in batch.attempts.items():
+                if n:
+                    attempts.add_metric([profile, result], n)
+            for reason, n in batch.flushes.items():
+                flushed.add_metric([profile, reason], n)
+        yield attempts
+        yield flushed
 
 
 def _reader(source: Callable[[], Mapping[str, int]], key: str) -> Callable[[], float]:
@@ -279,6 +315,10 @@ class SchedulerMetrics:
             ["plugin", "extension_point", "profile"],
             registry=reg,
         )
+        # Opportunistic batching (KEP-5598): upstream's scheduler_batch_* counters, read from the frameworks'
+        # batches at scrape time.
+        self._batches: dict[str, BatchCounts] = {}
+        reg.register(_BatchCollector(self._batches))
         # client-go's leader election metric (no ``scheduler_`` prefix).
         self.leader_election_master_status = Gauge(
             "leader_election_master_status",
@@ -337,6 +377,11 @@ class SchedulerMetrics:
         self.preemption_attempts.inc()
         if victims > 0:
             self.preemption_victims.observe(victims)
+
+    def watch_batch(self, profile: str, batch: BatchCounts) -> None:
+        """Expose ``batch.attempts``/``batch.flushes`` as ``scheduler_batch_attempts_total`` and
+        ``scheduler_batch_cache_flushed_total`` for ``profile``."""
+        self._batches[profile] = batch
 
     # -- queue --------------------------------------------------------------------------------------------------
 

@@ -363,6 +363,7 @@ class Scheduler:
             self.queue.nominator,
             start=start,
             record_scores=self.decisions is not None,
+            cycle=self.queue.scheduling_cycle,
         )
         if self.decisions is not None:
             self.decisions.record(

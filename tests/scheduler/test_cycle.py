@@ -83,6 +83,9 @@ class Metrics:
     def observe_extension_point(self, point: str, status: Any, profile: str, seconds: float) -> None:
         pass
 
+    def watch_batch(self, profile: str, batch: Any) -> None:
+        pass
+
 
 def setup(
     *plugins: Plugin, nodes: tuple[str, ...] = ("a", "b"), metrics: Any = None

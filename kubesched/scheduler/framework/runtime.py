@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from kubesched.scheduler import features
+from kubesched.scheduler.framework.batch import OpportunisticBatch, Signature
 from kubesched.scheduler.framework.catalogue import Catalogue
 from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import (
@@ -258,6 +260,7 @@ class Framework:
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
         percentage_of_nodes_to_score: int | None = None,
         seed: int | None = None,
+        opportunistic_batching: bool | None = None,
     ) -> None:
         self.handle = dataclasses.replace(handle, framework=self)
         self.scheduler_name = scheduler_name
@@ -286,6 +289,19 @@ class Framework:
         self._pre_bind: list[Any] = []
         self._bind: list[Any] = []
         self._post_bind: list[Any] = []
+        # Opportunistic batching (KEP-5598): None when the feature gate is off. ``_signers``: the plugins that sign
+        # pods, found on first use ([] when some PreFilter/Filter/PreScore/Score plugin cannot sign any pod).
+        if opportunistic_batching is None:
+            opportunistic_batching = features.DEFAULT.enabled(features.OPPORTUNISTIC_BATCHING)
+        self.batch: OpportunisticBatch | None = None
+        if opportunistic_batching:
+            self.batch = OpportunisticBatch()
+            if self.handle.metrics is not None:
+                self.handle.metrics.watch_batch(scheduler_name, self.batch)
+        self._signers: list[Any] | None = None
+        self._can_sign = False
+        self._cycles = 0
+        self._tie_rng = np.random.default_rng(seed)
 
     # --- construction --------------------------------------------------------------------------------------
 
@@ -300,6 +316,7 @@ class Framework:
         percentage_of_nodes_to_score: int | None = None,
         seed: int | None = None,
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+        opportunistic_batching: bool | None = None,
     ) -> Framework:
         """Build from ``{"PreFilter": [("NodeResourcesFit", 0), ...], "Score": [("NodeResourcesFit", 1)]}``.
 
@@ -312,6 +329,7 @@ class Framework:
             scheduler_name=scheduler_name,
             percentage_of_nodes_to_score=percentage_of_nodes_to_score,
             seed=seed,
+            opportunistic_batching=opportunistic_batching,
         )
         args = args or {}
         for key, entries in points.items():
@@ -362,6 +380,7 @@ class Framework:
         if name in self.points[point]:
             raise ValueError(f"plugin {name!r} already registered as {point!r}")
         self.points[point].append(name)
+        self._signers = None
         if point == "PreEnqueue":
             self._pre_enqueue.append(plugin)
         elif point == "QueueSort":
@@ -727,8 +746,16 @@ class Framework:
 
     # --- the cycle -----------------------------------------------------------------------------------------
 
-    def schedule(self, state: CycleState, pod: PodInfo, *, record_scores: bool = False) -> ScheduleResult:
-        """One scheduling cycle for ``pod`` against the live cache: PreFilter, Filter, PreScore, Score, pick."""
+    def schedule(
+        self, state: CycleState, pod: PodInfo, *, record_scores: bool = False, cycle: int | None = None
+    ) -> ScheduleResult:
+        """One scheduling cycle for ``pod`` against the live cache: PreFilter, Filter, PreScore, Score, pick.
+
+        ``cycle``: the queue's scheduling-cycle count (opportunistic batching reuses a list only for the very next
+        cycle, whatever profile ran it); None counts this framework's own cycles."""
+        if cycle is None:
+            self._cycles += 1
+            cycle = self._cycles
         table = self.nodes
         table.ensure_columns()
         num_all = table.num_nodes
@@ -742,6 +769,17 @@ class Framework:
             diagnosis = NodeToStatus(pre_filter_message=s.message(), plugins=set(pre_plugins))
             _mark_all(diagnosis, table, table.slots(), s)
             return self._failure(num_all, diagnosis, record_scores)
+
+        # Opportunistic batching: the next node of the last cycle's ranking, when upstream's rules allow it.
+        batch = self.batch
+        hint = ""
+        signature: Signature | None = None
+        if batch is not None:
+            signature = self.sign_pod(pod)
+            if batch.state is None:
+                batch.no_hint()
+            else:
+                hint = batch.node_hint(signature, cycle, lambda name: self._rejects(state, pod, name))
 
         try:
             # A pod nominated by an earlier preemption tries its nominated node first (evaluateNominatedNode).
@@ -759,6 +797,15 @@ class Framework:
                         nominated_rejections.extend(
                             (int(sl), st) for st, sls in _group_statuses(rej) for sl in sls.tolist()
                         )
+            elif hint:
+                # The hinted node is checked as a nominated node is (upstream's evaluateNominatedNode).
+                slot = table.index.get(hint)
+                if slot is not None:
+                    found = self._hint_fits(state, pod, table, slot, nominated_rejections)
+                    if found:
+                        if batch is not None:
+                            batch.store(signature, hint, hint, None, cycle)
+                        return ScheduleResult(hint, Status(), evaluated=1, feasible=1)
 
             all_slots = table.slots()
             absent: np.ndarray | None = None
@@ -808,6 +855,8 @@ class Framework:
         if len(feasible) == 1:
             # Scoring one node cannot change the answer (upstream skips PreScore/Score too).
             result.node = table.names[int(feasible[0])]
+            if batch is not None:
+                batch.store(signature, hint, result.node or "", None, cycle)
             if record_scores:
                 result.scores = {result.node or "": {}}
                 result.total_scores = {result.node or "": 0}
@@ -823,6 +872,9 @@ class Framework:
         winners = np.flatnonzero(total == best)
         pick = int(winners[0]) if len(winners) == 1 else int(winners[self._rng.randrange(len(winners))])
         result.node = table.names[int(feasible[pick])]
+        if batch is not None:
+            others = self._ranked_rest(table, feasible, total, pick) if signature is not None else None
+            batch.store(signature, hint, result.node or "", others, cycle)
         if record_scores:
             names = [table.names[s] or "" for s in feasible.tolist()]
             result.total_scores = dict(zip(names, total.tolist(), strict=True))
@@ -832,6 +884,92 @@ class Framework:
                     scores[name][plugin] = value
             result.scores = scores
         return result
+
+    # --- opportunistic batching ----------------------------------------------------------------------------
+
+    def _find_signers(self) -> list[Any]:
+        """The plugins that sign pods (upstream: every PreFilter, Filter, PreScore and Score plugin must be a
+        SignPlugin, else the profile signs no pod). A plugin with ``never_signs`` (PodTopologySpread with default
+        constraints) makes every pod unsignable, so signing is off for the profile: [] then."""
+        candidates: dict[str, Any] = {}
+        for pl in (*self._pre_filter, *self._filter, *self._pre_score, *(entry[0] for entry in self._score)):
+            candidates.setdefault(pl.name, pl)
+        signers: list[Any] = []
+        for pl in candidates.values():
+            if getattr(pl, "sign_pod", None) is None or getattr(pl, "never_signs", False):
+                signers = []
+                break
+            signers.append(pl)
+        self._can_sign = bool(signers) or not candidates
+        self._signers = signers
+        return signers
+
+    def sign_pod(self, pod: PodInfo) -> Signature | None:
+        """The pod's scheduling signature (upstream ``SignPod``): equal signatures get the same Filter and Score
+        answers on the same nodes. None when the pod cannot be signed."""
+        signers = self._signers
+        if signers is None:
+            signers = self._find_signers()
+        if not self._can_sign:
+            return None
+        parts: list[Any] = [pod.scheduler_name]
+        for pl in signers:
+            fragment = pl.sign_pod(pod)
+            if fragment is None:
+                return None
+            parts.append(fragment)
+        return tuple(parts)
+
+    def pod_succeeded(self) -> None:
+        """The cycle's pod passed Reserve and Permit (upstream: the batch's ``PodSucceeded``)."""
+        if self.batch is not None:
+            self.batch.pod_succeeded()
+
+    def _rejects(self, state: CycleState, pod: PodInfo, name: str) -> bool | None:
+        """Do the Filter plugins reject ``pod`` on node ``name`` (None: no such node)? A failing plugin is not a
+        rejection (upstream's ``IsRejected``)."""
+        table = self.nodes
+        slot = table.index.get(name)
+        if slot is None:
+            return None
+        try:
+            alive, _, _ = self._filter_chunk(state, pod, table, np.array([slot], dtype=np.intp))
+        except FilterError:
+            return False
+        return not len(alive)
+
+    def _hint_fits(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        table: NodeTable,
+        slot: int,
+        rejections: list[tuple[int, Status]],
+    ) -> bool:
+        """Filter (with nominated pods) on the hinted node; its rejection, if any, joins ``rejections``."""
+        one = np.array([slot], dtype=np.intp)
+        alive, _, rejs = self._filter_chunk(state, pod, table, one)
+        if len(alive):
+            nominated: list[tuple[int, Status]] = []
+            if self.handle.nominator is not None:
+                nominated = self._nominated_rejections(state, pod, table, alive)
+            if not nominated:
+                return True
+            rejections.extend(nominated)
+            return False
+        for rej in rejs:
+            rejections.extend((int(sl), st) for st, sls in _group_statuses(rej) for sl in sls.tolist())
+        return False
+
+    def _ranked_rest(self, table: NodeTable, feasible: np.ndarray, total: np.ndarray, pick: int) -> list[str]:
+        """The scored nodes but the chosen one, best LAST: by total score, ties in a random order (upstream's
+        heap of scores with a random tie-breaker per node). Drawn from a generator of its own, so batching
+        leaves the node choice of full cycles as it was."""
+        keys = self._tie_rng.random(len(feasible))
+        order = np.lexsort((keys, total))  # ascending: the best comes last
+        order = order[order != pick]
+        names = table.names
+        return [names[s] or "" for s in feasible[order].tolist()]
 
     def _failure(self, num_all: int, diagnosis: NodeToStatus, record_scores: bool) -> ScheduleResult:
         _tally(diagnosis)

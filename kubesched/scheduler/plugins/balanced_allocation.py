@@ -64,6 +64,10 @@ class NodeResourcesBalancedAllocation:
         self._resources = RequestedResources(resource_weights(args.resources), use_requested=True)
         self._memo = SlotMemo()
 
+    def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
+        """Opportunistic batching: the pod's requests decide this plugin's answers."""
+        return (tuple(pod.requests.tolist()), pod.nonzero_cpu, pod.nonzero_mem, pod.scalar_names)
+
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> Status:
         pod_req = self._resources.pod_requests(pod, nodes.res)
         if not any(pod_req):

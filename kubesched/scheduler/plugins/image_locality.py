@@ -27,6 +27,10 @@ class ImageLocality:
     def __init__(self, args: None = None, handle: Any = None) -> None:
         pass
 
+    def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
+        """Opportunistic batching: the pod's container images decide the score."""
+        return pod.images
+
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> np.ndarray:
         total_nodes = nodes.num_nodes
         sums: np.ndarray | None = None

@@ -406,6 +406,14 @@ class InterPodAffinity:
 
     # -- queueing
 
+    def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
+        """Opportunistic batching: a pod with affinity or anti-affinity terms is not signable (placing one
+        such pod changes the answers on other nodes of its topology domain). Without terms, existing pods'
+        terms see the pod through its namespace and labels."""
+        if pod.pod_affinity or pod.pod_anti_affinity:
+            return None
+        return (pod.namespace, pod.labels)
+
     def events_to_register(self) -> list[ClusterEvent]:
         return [
             ClusterEvent("Pod", "Add"),

@@ -542,6 +542,11 @@ class NodeAffinity:
 
     # -- queueing
 
+    def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
+        """Opportunistic batching: the pod's node selector and node affinity decide this plugin's answers
+        (the profile's ``addedAffinity`` is the same for every pod)."""
+        return (pod.node_selector, pod.required_node_affinity, pod.preferred_node_affinity)
+
     def events_to_register(self) -> list[ClusterEvent]:
         # Only a new node or a label change can make a node match; taints never change this plugin's verdict.
         return [ClusterEvent("Node", "Add"), ClusterEvent("Node", "UpdateNodeLabel")]

@@ -29,6 +29,10 @@ class NodeName:
         target = nodes.index.get(pod.node_name, -1)
         return Filtered.from_mask(idx == target, REASON, unresolvable=True)
 
+    def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
+        """Opportunistic batching: ``spec.nodeName`` decides this plugin's answer."""
+        return (pod.node_name,)
+
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent("Node", "Add")]
 

@@ -45,6 +45,10 @@ class NodePorts:
     def __init__(self, args: None = None, handle: Any = None) -> None:
         pass
 
+    def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
+        """Opportunistic batching: the pod's host ports decide this plugin's answer."""
+        return pod.host_ports
+
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:

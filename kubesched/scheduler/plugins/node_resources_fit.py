@@ -196,6 +196,10 @@ class NodeResourcesFit:
         self._memo = SlotMemo()
         self._reasons: dict[int, str] = {}
 
+    def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
+        """Opportunistic batching: the pod's requests decide this plugin's answers."""
+        return (tuple(pod.requests.tolist()), pod.nonzero_cpu, pod.nonzero_mem, pod.scalar_names)
+
     def events_to_register(self) -> list[ClusterEvent]:
         return [
             ClusterEvent("Pod", "Delete"),

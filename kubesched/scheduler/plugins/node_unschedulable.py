@@ -31,6 +31,10 @@ class NodeUnschedulable:
             return Filtered.all_pass(len(idx))
         return Filtered(nodes.unschedulable[idx].astype(np.uint64), (REASON,), (True,))
 
+    def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
+        """Opportunistic batching: the pod's tolerations decide this plugin's answer."""
+        return pod.tolerations_key
+
     def events_to_register(self) -> list[ClusterEvent]:
         return [
             ClusterEvent("Node", "Add"),

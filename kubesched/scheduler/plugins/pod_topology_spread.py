@@ -528,6 +528,18 @@ class PodTopologySpread:
 
     # -- queueing
 
+    @property
+    def never_signs(self) -> bool:
+        """Opportunistic batching: with default constraints (the system defaults included) no pod is signable,
+        as upstream (spreading is not local to a node), so the profile signs nothing."""
+        return bool(self.default_constraints)
+
+    def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
+        """Pods with their own spread constraints are not signable; others have no fragment."""
+        if pod.topology_spread_constraints:
+            return None
+        return ()
+
     def events_to_register(self) -> list[ClusterEvent]:
         return [
             ClusterEvent("Pod", "Add"),

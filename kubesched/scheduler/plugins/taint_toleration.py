@@ -95,6 +95,10 @@ class TaintToleration:
         self._hard = _SetLookup(_untolerated_hard)
         self._soft = _SetLookup(_untolerated_soft)
 
+    def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
+        """Opportunistic batching: the pod's tolerations decide this plugin's answers."""
+        return pod.tolerations_key
+
     def events_to_register(self) -> list[ClusterEvent]:
         return [
             ClusterEvent("Node", "Add"),
