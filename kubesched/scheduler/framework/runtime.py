@@ -284,6 +284,8 @@ class Framework:
         self._post_filter: list[Any] = []
         self._pre_score: list[Any] = []
         self._score: list[tuple[Any, int, bool, bool]] = []  # plugin, weight, NormalizeScore?, check range?
+        # Score plugins that can tell when their score is the same on every node (``constant_score(pod, nodes)``).
+        self._constant_scorers: list[Any] = []
         self._reserve: list[Any] = []
         self._permit: list[Any] = []
         self._pre_bind: list[Any] = []
@@ -403,6 +405,8 @@ class Framework:
             normalize = callable(getattr(plugin, "normalize_score", None))
             # Plugins that guarantee 0..100 (``scores_in_range = True``) skip the per-cycle range check.
             self._score.append((plugin, w, normalize, not getattr(plugin, "scores_in_range", False)))
+            if callable(getattr(plugin, "constant_score", None)):
+                self._constant_scorers.append(plugin)
         elif point == "Reserve":
             self._reserve.append(plugin)
         elif point == "Permit":
@@ -1005,7 +1009,16 @@ class Framework:
         self, state: CycleState, pod: PodInfo, table: NodeTable, feasible: np.ndarray, record: bool
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         started = time.perf_counter()
+        skip = state.skip_score
+        if not record:
+            # A plugin whose Score is the same on every node this cycle adds a constant to every total: the choice
+            # is the same without it, so its PreScore and Score are skipped (the recorded scores keep them).
+            for pl in self._constant_scorers:
+                if pl.constant_score(pod, table):
+                    skip.add(pl.name)
         for pl in self._pre_score:
+            if skip and pl.name in skip:
+                continue
             s = pl.pre_score(state, pod, table, feasible)
             if s.is_skip:
                 state.skip_score.add(pl.name)
@@ -1016,7 +1029,6 @@ class Framework:
         started = time.perf_counter()
         total = np.zeros(len(feasible), dtype=np.int64)
         per_plugin: dict[str, np.ndarray] = {}
-        skip = state.skip_score
         for pl, weight, normalize, check in self._score:
             if skip and pl.name in skip:
                 continue

@@ -31,6 +31,11 @@ class ImageLocality:
         """Opportunistic batching: the pod's container images decide the score."""
         return pod.images
 
+    def constant_score(self, pod: PodInfo, nodes: NodeTable) -> bool:
+        """No node has any of the pod's images: every node scores 0."""
+        image_node_count = nodes.image_node_count
+        return not any(image_node_count(image) for image in pod.images)
+
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> np.ndarray:
         total_nodes = nodes.num_nodes
         sums: np.ndarray | None = None

@@ -112,6 +112,10 @@ class TaintToleration:
         bad = self._hard.get(pod.tolerations_key, nodes)[nodes.taint_group[idx]]
         return Filtered(bad.astype(np.uint64), (REASON,), (True,))
 
+    def constant_score(self, pod: PodInfo, nodes: NodeTable) -> bool:
+        """No node has taints: every node scores 100 after normalising (PreScore and Score may be skipped)."""
+        return nodes.num_tainted == 0
+
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> Status:
         keys = pod.tolerations_key
         soft = tuple(t for t in keys if t[3] in ("", PREFER_NO_SCHEDULE)) if keys else ()
