@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import gc
 import json
 import logging
 import shutil
@@ -30,14 +31,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kubesched.bench.check import PlacementChecker, pod_key
 from kubesched.bench.inprocess import Progress, _base_result
-from kubesched.bench.measure import latency_summary, peak_rss, series, summarize
+from kubesched.bench.measure import latency_summary, peak_rss, percentile, series, summarize
 from kubesched.bench.profiles import WorkloadSkipped, config_document, require_plugin
 from kubesched.bench.workloads import CHURN_INTERVAL, Workload, load_annotations
 from kubesched.cluster.process import start_cluster_process
@@ -48,6 +49,11 @@ log = logging.getLogger("kubesched.bench")
 
 SCHEDULER_QPS = 5000.0
 CREATE_CONCURRENCY = 64
+# Steady load: creates and deletes in flight at most. At a few hundred pods/s one or two are in flight; the
+# bound only matters when the API server stalls, and then more connections add handshakes, not throughput.
+STEADY_CONCURRENCY = 16
+# Loop-lag sampling period of the harness during a steady run (its lag shows as create and watch delay).
+LAG_SAMPLE_SECONDS = 0.01
 START_TIMEOUT = 60.0
 LOG_TAIL = 15
 READY_POLL = 0.05
@@ -308,6 +314,8 @@ async def drive(
     churn_created: list[str] = []
     scheduler_rss = 0
     api_pid = target.api_pid
+    quiet = contextlib.ExitStack()  # the steady phase's GC setting and loop-lag sampler
+    lag: _LoopLag | None = None
     try:
         for ns in objects.namespaces():
             await client.create("v1", "namespaces", {"metadata": {"name": ns}})
@@ -361,6 +369,10 @@ async def drive(
             # arrivals at a fixed rate while the scheduler runs (once ready); a pod's hand-over is when it is due
             create_pods.close()
             await _wait_ready(scheduler, options.timeout)
+            await _warm_connections(client, STEADY_CONCURRENCY)
+            quiet.enter_context(_steady_gc())
+            lag = _LoopLag(LAG_SAMPLE_SECONDS)
+            quiet.callback(lag.stop)
             cpu_start = scheduler.cpu_seconds()
             api_cpu_start, harness_cpu_start = _cpu_seconds(api_pid), time.process_time()
             begin = start = time.perf_counter()
@@ -389,12 +401,17 @@ async def drive(
             churn_task = asyncio.create_task(_churn(client, objects, churn_created))
         if not timed_out:
             arrivals = len(measured) / workload.arrival_rate if steady else 0.0
-            timed_out = not await _wait_alive(measured_bound, options.timeout + arrivals, scheduler)
+            timed_out = not await _wait_alive(
+                measured_bound, options.timeout + arrivals, scheduler, creating if steady else None
+            )
             if creating is not None:
+                if creating.done() and not creating.cancelled() and creating.exception() is not None:
+                    await creating  # a create or delete failed: its pod will never be bound; say why
                 if timed_out:
                     creating.cancel()
                 await asyncio.gather(creating, return_exceptions=not steady or timed_out)
         end = time.perf_counter()
+        quiet.close()
         api_cpu = _cpu_seconds(api_pid) - api_cpu_start
         harness_cpu = time.process_time() - harness_cpu_start
         if churn_task is not None:
@@ -406,6 +423,7 @@ async def drive(
         api_rss = peak_rss(api_pid) if api_pid is not None else 0
         scheduler_alive = scheduler.alive()
     finally:
+        quiet.close()
         if churn_task is not None:
             churn_task.cancel()
         await watch.informer.stop()
@@ -451,6 +469,9 @@ async def drive(
         out["latencyMilliseconds"] = latency_summary(bound_measured, created)
         # how late the creates themselves were (harness and API server): a loaded machine shows here first
         out["createLatencyMilliseconds"] = latency_summary(create_returned, created)
+        if lag is not None:
+            # how late this harness's own event loop ran (its creates and its watch wait behind it)
+            out["harnessLoopLagMilliseconds"] = lag.summary()
     if not check.passed:
         out["schedulerLog"] = scheduler.tail()
     if options.keep_series and start is not None:
@@ -503,8 +524,11 @@ async def _wait_ready(proc: _Process, timeout: float) -> bool:
     return False
 
 
-async def _wait_alive(event: asyncio.Event, timeout: float, proc: _Process) -> bool:
-    """Wait for ``event``; False on timeout or when ``proc`` exits first."""
+async def _wait_alive(
+    event: asyncio.Event, timeout: float, proc: _Process, feeder: asyncio.Task[Any] | None = None
+) -> bool:
+    """Wait for ``event``; False on timeout, when ``proc`` exits first, or when ``feeder`` (the task creating
+    what ``event`` waits for) failed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(TimeoutError):
@@ -513,7 +537,74 @@ async def _wait_alive(event: asyncio.Event, timeout: float, proc: _Process) -> b
             return True
         if not proc.alive():
             return False
+        if feeder is not None and feeder.done() and not feeder.cancelled() and feeder.exception() is not None:
+            return False
     return event.is_set()
+
+
+async def _warm_connections(client: Any, count: int) -> None:
+    """Open ``count`` kept-alive connections in both of the client's pools (the POST path the creates take and
+    the one the deletes take) before a steady run, so that the measured pods do not pay for TLS handshakes on
+    both sides. A SelfSubjectReview stores nothing; any answer, even a refusal, leaves the connection open."""
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    await asyncio.gather(
+        *(client.create("authentication.k8s.io/v1", "selfsubjectreviews", review) for _ in range(count)),
+        return_exceptions=True,
+    )
+    await asyncio.gather(
+        *(client.get("v1", "namespaces", "default") for _ in range(count)), return_exceptions=True
+    )
+
+
+@contextlib.contextmanager
+def _steady_gc() -> Iterator[None]:
+    """No full garbage collections in this harness while a steady run is measured.
+
+    By then the harness holds every node and pod it created and watched; a full collection walks them all
+    (measured: pauses of 65-510 ms on a loaded two-core machine), and every create due meanwhile is late and
+    every binding is seen late by that much. What exists is frozen out of the collector's reach and the
+    third generation's threshold is lifted; young collections still free short-lived cycles. Pods are trees
+    (no cycles), so reference counting frees them; the few cycles that outlive the young generations wait
+    for the collection on the way out."""
+    gc.collect()
+    gc.freeze()
+    threshold = gc.get_threshold()
+    gc.set_threshold(threshold[0], threshold[1], 1_000_000_000)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
+class _LoopLag:
+    """Samples how late the event loop wakes a task that sleeps ``period``: the lag every callback of the
+    harness (a due create, a watch event) saw at that moment."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.lags: list[float] = []
+        self._task = asyncio.get_running_loop().create_task(self._sample(), name="loop lag")
+
+    async def _sample(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(self.period)
+            self.lags.append(max(0.0, time.perf_counter() - before - self.period))
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+    def summary(self) -> dict[str, float]:
+        ordered = sorted(self.lags)
+        if not ordered:
+            return {"count": 0}
+        return {
+            "count": len(ordered),
+            "p50": round(percentile(ordered, 50) * 1e3, 2),
+            "p99": round(percentile(ordered, 99) * 1e3, 2),
+            "max": round(ordered[-1] * 1e3, 2),
+        }
 
 
 async def _steady_create(
@@ -526,10 +617,10 @@ async def _steady_create(
     created: dict[str, float],
 ) -> None:
     """Create ``pods`` at ``workload.arrival_rate`` per second from ``start``, each at its due time whatever
-    the earlier creates are doing (up to CREATE_CONCURRENCY at once); once ``live_pods`` exist, delete the
+    the earlier creates are doing (up to STEADY_CONCURRENCY creates and deletes at once); once ``live_pods`` exist, delete the
     oldest bound one (grace period 0) as each new one arrives."""
     rate, live = workload.arrival_rate, workload.live_pods
-    limit = asyncio.Semaphore(CREATE_CONCURRENCY)
+    limit = asyncio.Semaphore(STEADY_CONCURRENCY)
     pending: set[asyncio.Task[Any]] = set()
     oldest: collections.deque[tuple[str, str]] = collections.deque()
 

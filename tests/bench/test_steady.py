@@ -4,13 +4,18 @@ the placement check only: never a timed assertion."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import gc
 import json
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubesched.bench.e2e import E2eOptions, run_e2e
+from kubesched.bench.e2e import E2eOptions, _Process, _steady_gc, _wait_alive, run_e2e
 from kubesched.bench.external import ExternalObjects
 from kubesched.bench.inprocess import RunOptions, run_inprocess
 from kubesched.bench.measure import latency_summary
@@ -74,6 +79,8 @@ def test_steady_load_end_to_end() -> None:
     assert result["create"] == "steady"
     _latency_ok(result, 240)
     _deleted_ok(result, 240, 80)
+    lag = result["harnessLoopLagMilliseconds"]
+    assert lag["count"] > 0 and 0 <= lag["p50"] <= lag["p99"] <= lag["max"]
 
 
 def test_startup_end_to_end_and_skipped_in_process() -> None:
@@ -107,3 +114,35 @@ def test_cli_steady_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv, "--no-progress"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["measuredPods"] == 100 and result["latencyMilliseconds"]["count"] == 100
+
+
+def test_steady_gc_is_restored() -> None:
+    before = gc.get_threshold()
+    with _steady_gc():
+        assert gc.get_threshold()[:2] == before[:2]
+        assert gc.get_threshold()[2] > 1_000_000
+        assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
+async def test_wait_alive_stops_when_the_feeder_fails(tmp_path: Path) -> None:
+    """A create that failed means a pod that will never be bound: the wait ends (not after the timeout) and
+    the harness then reports the feeder's error."""
+    proc = _Process("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "log")
+    try:
+
+        async def fail() -> None:
+            raise RuntimeError("create refused")
+
+        feeder = asyncio.ensure_future(fail())
+        await asyncio.gather(feeder, return_exceptions=True)
+        never = asyncio.Event()
+        started = time.monotonic()
+        assert not await _wait_alive(never, 120.0, proc, feeder)
+        assert time.monotonic() - started < 60.0
+        done = asyncio.Event()
+        done.set()
+        assert await _wait_alive(done, 120.0, proc, feeder)
+    finally:
+        proc.stop()
