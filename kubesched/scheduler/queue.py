@@ -47,9 +47,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubesched.scheduler.framework.interface import AssignedPodHints, ClusterEvent, Status
+from kubesched.scheduler.nominated import NominatedRequests
 from kubesched.scheduler.podinfo import PodInfo, QueuedPodInfo
 
 if TYPE_CHECKING:
+    from kubesched.scheduler.cache import NodeTable
     from kubesched.scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
@@ -133,6 +135,28 @@ def event_label(event: ClusterEvent) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Gated pods a PreEnqueue plugin keeps track of.
+
+
+class GateWatch:
+    """A PreEnqueue plugin's account of the pods it gates, so that an event re-asks PreEnqueue only for those whose
+    answer may have changed (as upstream's queueing hints let an event skip the pods it cannot concern).
+
+    The plugin ``plugin`` promises: for a pod ``tracks(pod)`` accepts, the whole PreEnqueue answer (every plugin's,
+    not only its own) changes only when the plugin puts the pod's uid in ``changed``, or at any time while the uid
+    is in ``unsettled``. The queue then re-asks PreEnqueue, when a matching event comes, only for the tracked pods in
+    either set; for the others it would get the answer it has. It takes uids out of ``changed`` whenever it runs
+    PreEnqueue for them or forgets them; ``unsettled`` is the plugin's to empty (putting the uid in ``changed`` when
+    it does). DefaultPreemption is the one user: a pod waits for its own preemption, which ends once."""
+
+    def __init__(self, plugin: str, tracks: Callable[[PodInfo], bool]) -> None:
+        self.plugin = plugin
+        self.tracks = tracks
+        self.changed: set[str] = set()
+        self.unsettled: set[str] = set()
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Nominator.
 
 
@@ -145,6 +169,9 @@ class Nominator:
     def __init__(self) -> None:
         self._by_node: dict[str, dict[str, PodInfo]] = {}
         self._node_of: dict[str, str] = {}
+        self._summaries: list[NominatedRequests] = []
+        # PreEnqueue plugins' GateWatches (here because the nominator is what the queue and the plugins share).
+        self.gate_watches: list[GateWatch] = []
 
     def add_nominated(self, pi: PodInfo, node: str | None = None) -> None:
         """Nominate ``pi`` to ``node`` (default: the pod's ``status.nominatedNodeName``); replaces any earlier one.
@@ -157,6 +184,8 @@ class Nominator:
             return
         self._node_of[pi.uid] = node_name
         self._by_node.setdefault(node_name, {})[pi.uid] = pi
+        for summary in self._summaries:
+            summary.nominated(pi, node_name)
 
     def delete_nominated(self, pi: PodInfo | str) -> None:
         uid = pi if isinstance(pi, str) else pi.uid
@@ -168,6 +197,8 @@ class Nominator:
             pods.pop(uid, None)
             if not pods:
                 del self._by_node[node_name]
+        for summary in self._summaries:
+            summary.unnominated(uid)
 
     def update_nominated(self, old: PodInfo | None, new: PodInfo) -> None:
         """A pod changed: keep its nomination current.
@@ -190,6 +221,21 @@ class Nominator:
     def nodes(self) -> list[str]:
         """Nodes with at least one nominated pod."""
         return list(self._by_node)
+
+    def watch_gates(self, watch: GateWatch) -> None:
+        """Register a PreEnqueue plugin's ``GateWatch`` with the queue this nominator belongs to."""
+        if watch not in self.gate_watches:
+            self.gate_watches.append(watch)
+
+    def requests_on(self, table: NodeTable) -> NominatedRequests:
+        """The nominated pods' requests per slot of ``table`` (``nominated.py``), kept current from now on."""
+        for summary in self._summaries:
+            if summary.table is table:
+                return summary
+        pods = [(pi, node) for node, by_uid in self._by_node.items() for pi in by_uid.values()]
+        summary = NominatedRequests(table, pods)
+        self._summaries.append(summary)
+        return summary
 
     def __len__(self) -> int:
         return len(self._node_of)
@@ -262,6 +308,8 @@ class _Entry:
     consecutive_errors: int = 0
     backoff_expiry: float | None = None  # cached; reset whenever the counts or the timestamp change
     gating_plugin: str = ""
+    watch: GateWatch | None = None  # gated, and the gating plugin's GateWatch tracks it (see _watched)
+    useq: int = 0  # order of arrival in unschedulablePods
     cycle: int = -1  # scheduling cycle in which it was last popped
     latest: PodInfo | None = None  # newest version seen while in flight
     deleted: bool = False  # deleted while in flight
@@ -314,7 +362,14 @@ class SchedulingQueue:
         self._active = _Heap()
         self._backoff = _Heap()
         self._error_backoff = _Heap()
+        # unschedulablePods (gated pods too), in order of arrival; split into the pods every event looks at
+        # (_scan) and gated pods a GateWatch tracks (_watched), which an event looks at only when their watch
+        # says their PreEnqueue answer may have changed.
         self._unschedulable: dict[str, _Entry] = {}
+        self._scan: dict[str, _Entry] = {}
+        self._watched: dict[str, _Entry] = {}
+        self._scan_unordered = False
+        self._useq = itertools.count()
         self._gated: set[str] = set()
         # The unschedulable pods a newly assigned pod may help (see _cross_topology_candidates).
         self._topology_waiting: dict[str, _Entry] = {}
@@ -537,10 +592,40 @@ class SchedulingQueue:
         """
         if not self._event_of_interest(event):
             return
-        candidates = [
-            e for e in self._unschedulable.values() if pre_check is None or pre_check(e.qpi.pod_info)
-        ]
+        if self._scan_unordered:
+            self._scan = dict(sorted(self._scan.items(), key=lambda item: item[1].useq))
+            self._scan_unordered = False
+        candidates = [e for e in self._scan.values() if pre_check is None or pre_check(e.qpi.pod_info)]
+        due = self._watched_due()
+        if due:
+            # The tracked gated pods whose answer may have changed, in their places among the others.
+            candidates.extend(e for e in due if pre_check is None or pre_check(e.qpi.pod_info))
+            candidates.sort(key=lambda e: e.useq)
         self._move_pods(candidates, event, event_label(event))
+
+    def _watched_due(self) -> list[_Entry]:
+        """The tracked gated pods whose PreEnqueue answer their GateWatch says may have changed."""
+        if not self._watched:
+            return []
+        due: list[_Entry] = []
+        watched = self._watched
+        for watch in self.nominator.gate_watches:
+            if watch.changed:
+                gone: list[str] = []
+                for uid in watch.changed:
+                    entry = watched.get(uid)
+                    if entry is not None and entry.watch is watch:
+                        due.append(entry)
+                    else:
+                        gone.append(uid)  # not gated now: PreEnqueue runs afresh when it is again
+                watch.changed.difference_update(gone)
+            for uid in watch.unsettled:
+                entry = watched.get(uid)
+                if entry is not None and entry.watch is watch:
+                    due.append(entry)
+        if len(due) > 1:
+            due = list({id(e): e for e in due}.values())
+        return due
 
     def assigned_pod_added(self, pod: PodInfo) -> None:
         """A pod got bound: it may satisfy pending pods' pod affinity or topology spread."""
@@ -724,6 +809,8 @@ class SchedulingQueue:
         if self.pre_enqueue is None:
             qpi.gated = False
             return
+        for watch in self.nominator.gate_watches:
+            watch.changed.discard(qpi.pod_info.uid)
         status = self.pre_enqueue(qpi.pod_info)
         if status.ok:
             qpi.gated = False
@@ -789,16 +876,33 @@ class SchedulingQueue:
         self._detach(entry)
         uid = entry.qpi.pod_info.uid
         entry.where = UNSCHEDULABLE
+        entry.useq = next(self._useq)
         self._unschedulable[uid] = entry
+        watch = self._watch_of(entry) if entry.qpi.gated else None
+        entry.watch = watch
+        if watch is None:
+            self._scan[uid] = entry
+        else:
+            self._watched[uid] = entry
         if entry.qpi.gated:
             self._gated.add(uid)
         qpi = entry.qpi
         if any(hint.waits_for_assigned_pods(qpi) for hint in self.assigned_pod_hints):
             self._topology_waiting[uid] = entry
 
+    def _watch_of(self, entry: _Entry) -> GateWatch | None:
+        """The GateWatch of the plugin gating this pod, if it tracks the pod."""
+        for watch in self.nominator.gate_watches:
+            if watch.plugin == entry.gating_plugin and watch.tracks(entry.qpi.pod_info):
+                return watch
+        return None
+
     def _remove_unschedulable(self, entry: _Entry) -> None:
         uid = entry.qpi.pod_info.uid
         self._unschedulable.pop(uid, None)
+        self._scan.pop(uid, None)
+        self._watched.pop(uid, None)
+        entry.watch = None
         self._gated.discard(uid)
         self._topology_waiting.pop(uid, None)
         entry.where = ""
@@ -927,6 +1031,16 @@ class SchedulingQueue:
                 # gated by DefaultPreemption; most still wait for their own victims.
                 self._run_pre_enqueue(entry)
                 if qpi.gated:
+                    watch = entry.watch
+                    if watch is not None and (
+                        watch.plugin != entry.gating_plugin or not watch.tracks(qpi.pod_info)
+                    ):
+                        # Another plugin gates it now: every event looks at it again, from its place.
+                        uid = qpi.pod_info.uid
+                        del self._watched[uid]
+                        entry.watch = None
+                        self._scan[uid] = entry
+                        self._scan_unordered = True
                     continue
             self._remove_unschedulable(entry)
             queue = self._requeue(entry, strategy, label)

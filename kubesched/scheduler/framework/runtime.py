@@ -660,17 +660,35 @@ class Framework:
         self, state: CycleState, pod: PodInfo, table: NodeTable, alive: np.ndarray
     ) -> list[tuple[int, Status]]:
         """The nodes of ``alive`` (they passed the Filter plugins alone) that fail ``filter_with_nominated_pods``,
-        as (slot, status). Only nodes with nominated pods are looked at."""
+        as (slot, status), in the order of ``alive``. Only nodes with nominated pods that count for ``pod`` (equal
+        or higher priority, not in the table, not ``pod`` itself) are looked at: the queue's nominator keeps them
+        as columns (``nominated.py``), so finding them is one numpy lookup, not a walk over all nominated pods."""
         nominator = self.handle.nominator
         if nominator is None:
             return []
-        names = nominator.nodes()
-        if not names:
+        requests_on = getattr(nominator, "requests_on", None)
+        if requests_on is not None:
+            summary = requests_on(table)
+            level = summary.level(pod.priority)
+            own = summary.own(pod.uid)
+            if own is not None and own.priority < pod.priority:
+                own = None
+            if level.total - (own is not None) <= 0:
+                return []
+            counts = level.count[alive]
+            if own is not None:
+                counts = counts - (alive == own.slot)
+            hit = alive[counts > 0]
+        else:  # a nominator without columns (tests): its nodes, then the per-node check filters the pods
+            names = nominator.nodes()
+            if not names:
+                return []
+            slots = [s for s in (table.index.get(n) for n in names) if s is not None]
+            if not slots:
+                return []
+            hit = alive[np.isin(alive, np.asarray(slots, dtype=np.intp))]
+        if not len(hit):
             return []
-        slots = [s for s in (table.index.get(n) for n in names) if s is not None]
-        if not slots:
-            return []
-        hit = alive[np.isin(alive, np.asarray(slots, dtype=np.intp))]
         bulk = self.bulk_nominated_check
         if bulk is not None and len(hit) > 1:
             found = bulk(self, state, pod, table, hit.tolist())
@@ -724,11 +742,14 @@ class Framework:
             alive, pos, rejs = self._filter_chunk(state, pod, table, chunk)
             chunk_extra: list[tuple[int, Status, int]] = []
             if with_nominated and len(alive):
-                for slot, status in self._nominated_rejections(state, pod, table, alive):
-                    keep = alive != slot
+                nominated = self._nominated_rejections(state, pod, table, alive)
+                if nominated:
                     if pos is None:
                         pos = np.arange(len(chunk), dtype=np.intp)
-                    chunk_extra.append((slot, status, int(pos[~keep][0])))
+                    out = np.isin(alive, np.fromiter((slot for slot, _ in nominated), dtype=np.intp))
+                    pos_of = dict(zip(alive[out].tolist(), pos[out].tolist(), strict=True))
+                    chunk_extra = [(slot, status, pos_of[slot]) for slot, status in nominated]
+                    keep = ~out
                     alive, pos = alive[keep], pos[keep]
             consumed = len(chunk)
             if len(alive) > need:

@@ -58,6 +58,7 @@ from kubesched.scheduler.framework.catalogue import PluginDefinition
 from kubesched.scheduler.framework.handle import Handle
 from kubesched.scheduler.framework.interface import ClusterEvent, Code, CycleState, NodeToStatus, Status
 from kubesched.scheduler.framework.runtime import fit_error_message
+from kubesched.scheduler.plugins.dynamic_resources import DynamicResources
 from kubesched.scheduler.plugins.node_affinity import LabelSelector, SelectorError
 from kubesched.scheduler.plugins.preemption_victims import (
     FastDryRun,
@@ -66,7 +67,9 @@ from kubesched.scheduler.plugins.preemption_victims import (
     nominated_rejections_in_bulk,
     pick_index,
 )
+from kubesched.scheduler.plugins.scheduling_gates import SchedulingGates
 from kubesched.scheduler.podinfo import parse_timestamp
+from kubesched.scheduler.queue import GateWatch
 
 if TYPE_CHECKING:
     from kubesched.scheduler.cache import NodeTable
@@ -279,6 +282,10 @@ class DefaultPreemption:
         self._preempting: set[str] = set()
         self._last_victim: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Tells the queue which gated pods' PreEnqueue answer may have changed (see GateWatch in queue.py):
+        # created with the first asynchronous preemption, when the nominator can take it.
+        self._watch: GateWatch | None = None
+        self._known_gates: bool | None = None
 
     # --- queueing ---------------------------------------------------------------------------------------------
 
@@ -305,6 +312,49 @@ class DefaultPreemption:
             return True
         victim = self._table().pod(last) if self.handle.cache is not None else None
         return victim is not None and victim.deletion_ts is None
+
+    def _gate_watch(self) -> GateWatch | None:
+        if self._watch is None:
+            register = getattr(self.handle.nominator, "watch_gates", None)
+            if not callable(register):
+                return None
+            self._watch = GateWatch(NAME, self._tracks)
+            register(self._watch)
+        return self._watch
+
+    def _tracks(self, pod: PodInfo) -> bool:
+        """Whether this plugin alone can change the PreEnqueue answer for ``pod``: the pod is of this profile, whose
+        other PreEnqueue plugins are in-tree ones that answer from the pod's spec alone for a pod without
+        scheduling gates or resource claims (both fixed once the pod is created, gates only ever removed)."""
+        fw = self.handle.framework
+        if fw is None or pod.scheduler_name != fw.scheduler_name:
+            return False
+        if self._known_gates is None:
+            known = {
+                NAME: DefaultPreemption,
+                "SchedulingGates": SchedulingGates,
+                "DynamicResources": DynamicResources,
+            }
+            self._known_gates = all(
+                type(fw.plugin(name)) is known.get(name) for name in fw.points.get("PreEnqueue", ())
+            )
+        if not self._known_gates:
+            return False
+        spec = pod.pod.get("spec") or {}
+        return not spec.get("resourceClaims") and not spec.get("schedulingGates")
+
+    def _gate_changed(self, uid: str, *, unsettled: bool | None = None) -> None:
+        """The answer of ``pre_enqueue`` for ``uid`` changed (``unsettled``: from now on it may change at any time,
+        as long as the last victim's deletion is under way; False: no longer)."""
+        watch = self._gate_watch()
+        if watch is None:
+            return
+        if unsettled:
+            watch.unsettled.add(uid)
+        else:
+            if unsettled is not None:
+                watch.unsettled.discard(uid)
+            watch.changed.add(uid)
 
     @property
     def in_flight(self) -> int:
@@ -577,6 +627,7 @@ class DefaultPreemption:
         if not to_delete:
             return 0
         self._preempting.add(pod.uid)
+        self._gate_changed(pod.uid)
         self._spawn(self._preempt_async(pod, best.node, to_delete), f"preemption by {pod.key}")
         return len(best.victims)
 
@@ -610,6 +661,7 @@ class DefaultPreemption:
             if preempt_last:
                 last = victims[-1]
                 self._last_victim[pod.uid] = last.uid
+                self._gate_changed(pod.uid, unsettled=True)
                 try:
                     await self._preempt_victim(pod, last, node)
                 except Exception as exc:
@@ -618,6 +670,7 @@ class DefaultPreemption:
         finally:
             self._preempting.discard(pod.uid)
             self._last_victim.pop(pod.uid, None)
+            self._gate_changed(pod.uid, unsettled=False)
             if failed:
                 # The pod may otherwise sit among the unschedulable ones with no event left to move it.
                 activate = self.handle.activate

@@ -67,6 +67,7 @@ from kubesched.scheduler.podinfo import parse_timestamp
 if TYPE_CHECKING:
     from kubesched.scheduler.cache import NodeTable
     from kubesched.scheduler.framework.runtime import Framework
+    from kubesched.scheduler.nominated import NominatedRequests
     from kubesched.scheduler.podinfo import PodInfo
 
 # Filter plugins whose verdict depends on the node object and the pod only, never on the node's pods.
@@ -157,15 +158,66 @@ def nominated_rejections_in_bulk(
     nominator = fw.handle.nominator
     if scope is None or scope.extensions or nominator is None:
         return None
+    width = nodes.width
+    requests_on = getattr(nominator, "requests_on", None)
+    if requests_on is not None:
+        bulk, exact, taken = _nominated_in_bulk(requests_on(nodes), pod, scope, slots, width)
+    else:
+        bulk, exact, taken = _nominated_node_by_node(nominator, pod, scope, slots, nodes)
+    statuses: dict[int, Status] = {}
+    if len(bulk):
+        nodes.free[bulk, :width] -= taken
+        try:
+            _, rejected = fw.run_filters(state, pod, bulk)
+        except FilterError:
+            return None
+        finally:
+            nodes.free[bulk, :width] += taken
+        statuses.update(rejected)
+    for slot in exact:
+        s = fw.filter_with_nominated_pods(state, pod, slot, passed_alone=True)
+        if s.code == Code.ERROR:
+            raise FilterError(s.message())
+        if not s.ok:
+            statuses[slot] = s
+    return [(slot, statuses[slot]) for slot in slots if slot in statuses]
+
+
+def _nominated_in_bulk(
+    summary: NominatedRequests, pod: PodInfo, scope: Scope, slots: list[int], width: int
+) -> tuple[np.ndarray, list[int], np.ndarray]:
+    """From the nominator's columns: (slots for the bulk Filter run, slots for the per-node check, the requests to
+    take off the bulk slots' free resources)."""
+    level = summary.level(pod.priority)
+    at = np.asarray(slots, dtype=np.intp)
+    count = level.count[at]
+    ports = level.ports[at]
+    taken = level.taken[at, :width]
+    own = summary.own(pod.uid)
+    if own is not None and own.priority >= pod.priority:
+        mine = at == own.slot
+        if mine.any():
+            count = count - mine
+            ports = ports - (mine & own.ports)
+            taken = taken.copy()
+            taken[mine] -= own.row[:width]
+    with_pods = count > 0
+    to_exact = with_pods & (ports > 0) if scope.ports else np.zeros(len(at), dtype=bool)
+    in_bulk = with_pods & ~to_exact
+    return at[in_bulk], at[to_exact].tolist(), taken[in_bulk]
+
+
+def _nominated_node_by_node(
+    nominator: Any, pod: PodInfo, scope: Scope, slots: list[int], nodes: NodeTable
+) -> tuple[np.ndarray, list[int], np.ndarray]:
+    """``_nominated_in_bulk`` for a nominator without columns: its pods node by node."""
     names, pod_slot, width = nodes.names, nodes.pod_slot, nodes.width
     uid, priority = pod.uid, pod.priority
     bulk: list[int] = []
     owner: list[int] = []  # per nominated pod counted: its node's row in ``bulk``
     rows: list[np.ndarray] = []
     exact: list[int] = []
-    index = nodes.index
-    nominated_slots = {index.get(name) for name in nominator.nodes()}
-    for slot in [s for s in slots if s in nominated_slots] if len(nominated_slots) < len(slots) else slots:
+    for slot in slots:
         others = [
             p
             for p in nominator.nominated_pods_for_node(names[slot] or "")
@@ -181,30 +233,10 @@ def nominated_rejections_in_bulk(
         for p in others:
             owner.append(row)
             rows.append(p.requests)
-    statuses: dict[int, Status] = {}
-    if bulk:
-        at = np.asarray(bulk, dtype=np.intp)
-        taken = np.zeros((len(bulk), width), dtype=np.int64)
-        if all(len(r) == width for r in rows):
-            np.add.at(taken, np.asarray(owner, dtype=np.intp), np.stack(rows))
-        else:  # requests parsed before the table grew a column
-            for i, r in zip(owner, rows, strict=True):
-                taken[i, : min(len(r), width)] += r[:width]
-        nodes.free[at, :width] -= taken
-        try:
-            _, rejected = fw.run_filters(state, pod, at)
-        except FilterError:
-            return None
-        finally:
-            nodes.free[at, :width] += taken
-        statuses.update(rejected)
-    for slot in exact:
-        s = fw.filter_with_nominated_pods(state, pod, slot, passed_alone=True)
-        if s.code == Code.ERROR:
-            raise FilterError(s.message())
-        if not s.ok:
-            statuses[slot] = s
-    return [(slot, statuses[slot]) for slot in slots if slot in statuses]
+    taken = np.zeros((len(bulk), width), dtype=np.int64)
+    for i, r in zip(owner, rows, strict=True):
+        taken[i, : min(len(r), width)] += r[:width]
+    return np.asarray(bulk, dtype=np.intp), exact, taken
 
 
 # --- per priority: what the lower-priority pods of each node request ----------------------------------------
@@ -1004,6 +1036,41 @@ class FastDryRun:
     ) -> np.ndarray | None:
         """Per slot, the summed requests of the pods nominated there that the dry run counts (equal or higher
         priority, not bound yet); nodes where they would count for more than resources go to ``exact``."""
+        requests_on = getattr(nominator, "requests_on", None)
+        if requests_on is None:
+            return self._nominated_node_by_node(pod, nodes, scope, nominator, width, exact)
+        summary: NominatedRequests = requests_on(nodes)
+        level = summary.level(pod.priority)
+        own = summary.own(pod.uid)
+        if own is not None and own.priority < pod.priority:
+            own = None
+        if level.total - (own is not None) <= 0:
+            return None
+        taken = level.taken
+        count, ports = level.count, level.ports
+        if own is not None:
+            taken = taken.copy()
+            taken[own.slot] -= own.row
+            count = count.copy()
+            count[own.slot] -= 1
+            if own.ports:
+                ports = ports.copy()
+                ports[own.slot] -= 1
+        if scope.extensions:
+            exact.update(np.flatnonzero(count > 0).tolist())
+        elif scope.ports:
+            exact.update(np.flatnonzero((ports > 0) & (count > 0)).tolist())
+        if taken.shape[1] != width:
+            out = np.zeros((taken.shape[0], width), dtype=np.int64)
+            n = min(width, taken.shape[1])
+            out[:, :n] = taken[:, :n]
+            taken = out
+        return taken
+
+    def _nominated_node_by_node(
+        self, pod: PodInfo, nodes: NodeTable, scope: Scope, nominator: Any, width: int, exact: set[int]
+    ) -> np.ndarray | None:
+        """``_nominated`` for a nominator without columns (tests): its pods node by node."""
         index, pod_slot, uid, priority = nodes.index, nodes.pod_slot, pod.uid, pod.priority
         slots: list[int] = []
         rows: list[np.ndarray] = []
@@ -1021,11 +1088,8 @@ class FastDryRun:
         if not slots:
             return None
         taken = np.zeros((nodes.capacity, width), dtype=np.int64)
-        if all(len(r) == width for r in rows):
-            np.add.at(taken, np.asarray(slots, dtype=np.intp), np.stack(rows))
-        else:
-            for slot, r in zip(slots, rows, strict=True):
-                taken[slot, : min(len(r), width)] += r[:width]
+        for slot, r in zip(slots, rows, strict=True):
+            taken[slot, : min(len(r), width)] += r[:width]
         return taken
 
     def _reprieve(
