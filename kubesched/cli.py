@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # subcommand → (module, one-line help). Modules are imported lazily so `kubesched cluster up` does not pay for
@@ -52,6 +53,12 @@ WITH_CATALOGUE = frozenset({"scheduler", "simulate", "bench", "dashboard"})
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only``, just that subcommand's module is imported (the others stay unloaded)."""
     parser = argparse.ArgumentParser(prog="kubesched", description="A Kubernetes scheduler stack in Python.")
+    parser.add_argument(
+        "--event-loop",
+        choices=("auto", "uvloop", "asyncio"),
+        help="the event loop of this process and the kubesched processes it starts (default: auto, uvloop "
+        "when installed; same as KUBESCHED_EVENT_LOOP)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -69,11 +76,29 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _subcommand(argv: list[str]) -> str | None:
+    """The first word that is neither an option nor the top-level ``--event-loop``'s value."""
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--event-loop":
+            skip = True
+        elif not a.startswith("-"):
+            return a
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    chosen = next((a for a in argv if not a.startswith("-")), None)
+    chosen = _subcommand(argv)
     parser = build_parser(chosen if chosen in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
+    if args.event_loop is not None:
+        from kubesched import eventloop
+
+        # Through the environment, so that the processes this one starts (cluster, scheduler) follow it.
+        os.environ[eventloop.ENV] = args.event_loop
     if args.command is None:
         parser.print_help()
         return 2
@@ -107,6 +132,7 @@ INPUT_ERRORS = (
     ("kubesched.apimachinery.quantity", "QuantityError"),
     ("kubesched.apimachinery.labels", "SelectorError"),
     ("kubesched.cluster.errors", "ApiError"),
+    ("kubesched.eventloop", "EventLoopError"),
 )
 
 

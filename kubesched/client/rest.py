@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from importlib import metadata
 from types import TracebackType
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
 from urllib.parse import quote
 
 import aiohttp
@@ -347,8 +347,8 @@ class _LeanConnection(asyncio.Protocol):
     # -- protocol callbacks --
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport: asyncio's or uvloop's (which does not subclass asyncio.Transport).
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         parser = self._parser

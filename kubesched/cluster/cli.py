@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ipaddress
 import logging
 import sys
@@ -263,8 +262,13 @@ def run(args: argparse.Namespace) -> int:
     ready = "kubesched cluster: serving on {url}\nkubesched cluster: kubeconfig {kubeconfig}\n"
     if options.node_metrics_port is not None:
         ready += "kubesched cluster: node metrics {node_metrics_url}\n"
+    from kubesched import eventloop
+
     try:
-        asyncio.run(run_forever(cluster, ready + "kubesched cluster: ready"))
+        eventloop.run(run_forever(cluster, ready + "kubesched cluster: ready"))
+    except eventloop.EventLoopError as e:
+        print(f"kubesched cluster up: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(
             f"kubesched cluster up: cannot serve on {args.bind_address}:{args.port}: {e.strerror or e}",

@@ -212,8 +212,10 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
         )
         return 1
     client_config = dataclasses.replace(client_config, qps=float(qps), burst=int(burst))
+    from kubesched import eventloop
+
     try:
-        return asyncio.run(_main(args, config, client_config, catalogue))
+        return eventloop.run(_main(args, config, client_config, catalogue))
     except KeyboardInterrupt:
         return 0
     except (OSError, ValueError) as e:
@@ -225,9 +227,12 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
     from kubesched.client.config import one_line
     from kubesched.client.leaderelection import LeaderElector
     from kubesched.client.rest import ApiClient
+    from kubesched.eventloop import running_loop_name
     from kubesched.scheduler.metrics import SchedulerMetrics
     from kubesched.scheduler.scheduler import Scheduler
     from kubesched.scheduler.server import LeaderHealthzAdaptor, SecureServer
+
+    log.info("event loop: %s", running_loop_name())
 
     identity = f"{socket.gethostname()}_{uuid.uuid4()}"
     client = ApiClient(client_config)

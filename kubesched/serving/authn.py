@@ -110,15 +110,17 @@ class DelegatingAuthenticator:
     async def authenticate(self, request: Any) -> User:
         """The caller; raises :class:`Unauthorized` for bad credentials."""
         transport = request.transport
-        if transport is not None:
-            # A connection's certificate cannot change: its user is worked out once per connection.
-            user = self._by_connection.get(transport, _NO_CERT)
+        conn = transport.get_extra_info("ssl_object") if transport is not None else None
+        if conn is not None:
+            # A connection's certificate cannot change: its user is worked out once per connection, keyed by
+            # its SSLObject (uvloop's transports take no weak references; plain HTTP has no certificate).
+            user = self._by_connection.get(conn, _NO_CERT)
             if user is _NO_CERT:
                 try:
                     user = user_from_peercert(transport.get_extra_info("peercert"))
                 except Exception:  # a closing transport
                     user = None
-                self._by_connection[transport] = user
+                self._by_connection[conn] = user
             if user is not None:
                 return user
         header = request.headers.get("Authorization")

@@ -128,8 +128,10 @@ def _callgrind(kubeconfig: str, prefix: str, count: int, out: Path) -> int:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        from kubesched import eventloop
+
         kubeconfig, prefix, count = sys.argv[2], sys.argv[3], int(sys.argv[4])
-        asyncio.run(_client_run(kubeconfig, prefix, count))
+        eventloop.run(_client_run(kubeconfig, prefix, count))  # KUBESCHED_EVENT_LOOP picks the loop
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n1", type=int, default=200)

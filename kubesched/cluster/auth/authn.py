@@ -118,10 +118,13 @@ class Authenticator:
         """The request's user; raises 401 for a bearer token that is not valid."""
         transport = request.transport
         if transport is not None:
-            user = self._by_connection.get(transport)
+            # Keyed by the connection's SSLObject: uvloop's transports take no weak references. Plain HTTP
+            # connections have none and carry no certificate.
+            conn = transport.get_extra_info("ssl_object")
+            user = self._by_connection.get(conn) if conn is not None else _NO_CERT
             if user is None:
                 user = self._certificate_user(transport) or _NO_CERT
-                self._by_connection[transport] = user
+                self._by_connection[conn] = user
             if user is not _NO_CERT:
                 return user
         auth = request.headers.get("Authorization")
