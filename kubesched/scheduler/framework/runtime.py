@@ -84,6 +84,7 @@ _POINT_PROTOCOLS: dict[str, type] = {
     "PostBind": PostBindPlugin,
 }
 _POINT_BY_KEY = {p.lower(): p for p in _POINT_PROTOCOLS}
+_OK = Status.success()  # the shared success status most plugins answer
 
 
 def _status_in(result: Any) -> Code:
@@ -499,6 +500,8 @@ class Framework:
                     Status(Code.ERROR, [f'running PreFilter plugin "{pl.name}": {exc}'], pl.name),
                     set(),
                 )
+            if s is _OK and result is None:
+                continue  # the usual answer, checked first
             if s.is_skip:
                 state.skip_filter.add(pl.name)
                 continue
@@ -893,9 +896,12 @@ class Framework:
             return ScheduleResult(
                 None, Status(Code.ERROR, [str(exc)]), evaluated=evaluated, feasible=len(feasible)
             )
-        best = int(total.max())
-        winners = np.flatnonzero(total == best)
-        pick = int(winners[0]) if len(winners) == 1 else int(winners[self._rng.randrange(len(winners))])
+        # The best total, ties broken at random (argmax is a C method; ``max()`` goes through a Python wrapper).
+        pick = int(total.argmax())
+        ties = total == total[pick]
+        n_best = int(np.count_nonzero(ties))
+        if n_best > 1:
+            pick = int(np.flatnonzero(ties)[self._rng.randrange(n_best)])
         result.node = table.names[int(feasible[pick])]
         if batch is not None:
             others = self._ranked_rest(table, feasible, total, pick) if signature is not None else None
@@ -1041,6 +1047,8 @@ class Framework:
             if skip and pl.name in skip:
                 continue
             s = pl.pre_score(state, pod, table, feasible)
+            if s is _OK:
+                continue
             if s.is_skip:
                 state.skip_score.add(pl.name)
             elif not s.ok:

@@ -33,8 +33,10 @@ class ImageLocality:
 
     def constant_score(self, pod: PodInfo, nodes: NodeTable) -> bool:
         """No node has any of the pod's images: every node scores 0."""
-        image_node_count = nodes.image_node_count
-        return not any(image_node_count(image) for image in pod.images)
+        for image in pod.images:
+            if nodes.image_node_count(image):
+                return False
+        return True
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> np.ndarray:
         total_nodes = nodes.num_nodes

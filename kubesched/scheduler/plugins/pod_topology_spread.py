@@ -253,11 +253,27 @@ class PodCountIndex:
             subscriber.pod_added(pi, slot)
 
     def _record(self, pi: PodInfo, slot: int) -> None:
-        self._pods[pi.uid] = (slot, pi)
-        self._by_slot.setdefault(slot, set()).add(pi.uid)
-        self._by_ns.setdefault(pi.namespace, set()).add(pi.uid)
+        # Once per pod assumed or added: no ``setdefault(key, set())``, which builds a set that is thrown away
+        # whenever the key is there already (the usual case).
+        uid = pi.uid
+        self._pods[uid] = (slot, pi)
+        uids = self._by_slot.get(slot)
+        if uids is None:
+            self._by_slot[slot] = {uid}
+        else:
+            uids.add(uid)
+        uids = self._by_ns.get(pi.namespace)
+        if uids is None:
+            self._by_ns[pi.namespace] = {uid}
+        else:
+            uids.add(uid)
+        by_label = self._by_label
         for kv in pi.labels.items():
-            self._by_label.setdefault(kv, set()).add(pi.uid)
+            uids = by_label.get(kv)
+            if uids is None:
+                by_label[kv] = {uid}
+            else:
+                uids.add(uid)
         for sub in self._subscribers:
             sub.pod_added(pi, slot)
 
