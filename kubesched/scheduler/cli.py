@@ -63,6 +63,15 @@ def _duration(value: str) -> float:
         raise argparse.ArgumentTypeError(f"invalid duration {value!r}: {e}") from None
 
 
+def _feature_gates(value: str) -> dict[str, bool]:
+    from kubesched.scheduler import features
+
+    try:
+        return features.parse(value)
+    except features.FeatureGateError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="path to a KubeSchedulerConfiguration file (v1, v1beta3 or v1beta2)")
     p.add_argument(
@@ -107,6 +116,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="deprecated: use clientConnection.burst",
     )
     p.add_argument("--seed", type=int, default=None, help="seed the tie-breaking among equally scored nodes")
+    p.add_argument(
+        "--feature-gates",
+        type=_feature_gates,
+        default=None,
+        metavar="Name=true|false,...",
+        help="feature gates (known: OpportunisticBatching, default true as in Kubernetes 1.36)",
+    )
     add_serving_flags(p)
     p.add_argument(
         "--explain",
@@ -181,6 +197,10 @@ def run(args: argparse.Namespace, catalogue: Catalogue) -> int:
     ``kubesched`` command)."""
     _setup_logging(args.verbosity)
     from kubesched.client.config import ConfigError, load_config, one_line
+    from kubesched.scheduler import features
+
+    for gate, enabled in (getattr(args, "feature_gates", None) or {}).items():
+        features.DEFAULT.set(gate, enabled)  # before the profiles' frameworks are built
 
     try:
         config = load_effective_config(args, catalogue)

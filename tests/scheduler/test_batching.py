@@ -353,3 +353,17 @@ def test_batched_decisions_follow_upstream_rules_and_a_full_cycle_could_make_the
                 cache.forget(pi.uid)  # Reserve rejected: undone, and no PodSucceeded
             else:
                 fw.pod_succeeded()
+
+
+def test_the_feature_gates_flag() -> None:
+    import argparse
+
+    from kubesched.scheduler.cli import add_arguments
+
+    parser = argparse.ArgumentParser(prog="kubesched scheduler", exit_on_error=False)
+    add_arguments(parser)
+    args = parser.parse_args(["--feature-gates", "OpportunisticBatching=false"])
+    assert args.feature_gates == {"OpportunisticBatching": False}
+    assert parser.parse_args([]).feature_gates is None
+    with pytest.raises(argparse.ArgumentError, match="unrecognized feature gate: Nope"):
+        parser.parse_args(["--feature-gates", "Nope=true"])
