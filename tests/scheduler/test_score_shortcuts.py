@@ -127,3 +127,37 @@ def test_constant_scores_are_detected() -> None:
     assert not fw.plugin("TaintToleration").constant_score(plain, cache.table)
     assert not fw.plugin("ImageLocality").constant_score(with_image, cache.table)
     assert fw.plugin("ImageLocality").constant_score(plain, cache.table)
+
+
+CONTAINER_REQUESTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "cpu": st.sampled_from(["0", "100m", "1"]),
+        "memory": st.sampled_from(["0", "64Mi"]),
+        "example.com/gpu": st.sampled_from(["1", "2"]),
+    },
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(CONTAINER_REQUESTS, min_size=1, max_size=20), st.booleans())
+def test_remembered_pod_requests_equal_a_fresh_computation(
+    requests: list[dict[str, str]], use_requested: bool
+) -> None:
+    """``RequestedResources.pod_requests`` remembers its last answer by the pod's shared request vector: the
+    answer must be the computed one whatever came before (explicit zeros and missing requests share a vector
+    but not their non-zero defaults; a new extended resource widens the index)."""
+    from kubesched.scheduler.plugins.node_resources_common import RequestedResources, ResourceWeight
+    from kubesched.scheduler.resources import ResourceIndex
+
+    res = ResourceIndex()
+    weights = [ResourceWeight("cpu", 1), ResourceWeight("memory", 1), ResourceWeight("example.com/gpu", 2)]
+    remembered = RequestedResources(weights, use_requested=use_requested)
+    for i, reqs in enumerate(requests):
+        body = {
+            "metadata": {"name": f"p{i}", "namespace": "default", "uid": f"p{i}"},
+            "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": reqs}}]},
+        }
+        pi = PodInfo.from_pod(body, res)
+        fresh = RequestedResources(weights, use_requested=use_requested)
+        assert remembered.pod_requests(pi, res) == fresh.pod_requests(pi, res)

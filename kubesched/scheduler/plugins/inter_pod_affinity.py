@@ -568,6 +568,17 @@ class InterPodAffinity:
     # -- scoring
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> Status:
+        if not pod.pod_affinity and not pod.pod_anti_affinity:
+            # The usual pod: no terms of its own, so only scheduled pods' terms could score it.
+            if self.ignore_preferred_terms_of_existing_pods:
+                return Status.skip()
+            _, scheduled_terms = self.indexes(nodes)
+            if (
+                not scheduled_terms.has(PREFERRED_AFFINITY)
+                and not scheduled_terms.has(PREFERRED_ANTI)
+                and not (self.hard_pod_affinity_weight > 0 and scheduled_terms.has(REQUIRED_AFFINITY))
+            ):
+                return Status.skip()
         has_constraints = has_preferred(pod)
         if self.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return Status.skip()

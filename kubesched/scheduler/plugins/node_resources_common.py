@@ -84,9 +84,28 @@ class RequestedResources:
         self.resources = tuple(resources)
         self.use_requested = use_requested
         self._row_plans: dict[tuple[tuple[int, ...], int], tuple[tuple[int, int, int, int], ...]] = {}
+        # The last answer of ``pod_requests`` and what it was computed from: pods of one template share their
+        # (interned, read-only) request vector, so consecutive pods of a Deployment or a benchmark skip the loop.
+        # Keyed by the vector's identity (held here, so never reused), the non-zero cpu/memory requests (not in
+        # the vector) and the index's size (columns only grow).
+        self._last: tuple[Any, int, int, int, tuple[int, ...]] | None = None
 
     def pod_requests(self, pod: Any, res: Any) -> tuple[int, ...]:
         """The pod's request for each configured resource (cpu millicores, others in units)."""
+        last = self._last
+        if (
+            last is not None
+            and last[0] is pod.requests
+            and last[1] == pod.nonzero_cpu
+            and last[2] == pod.nonzero_mem
+            and last[3] == res.count
+        ):
+            return last[4]
+        answer = self._pod_requests(pod, res)
+        self._last = (pod.requests, pod.nonzero_cpu, pod.nonzero_mem, res.count, answer)
+        return answer
+
+    def _pod_requests(self, pod: Any, res: Any) -> tuple[int, ...]:
         out = []
         for r in self.resources:
             if not self.use_requested and r.name == "cpu":
