@@ -367,3 +367,20 @@ def test_the_feature_gates_flag() -> None:
     assert parser.parse_args([]).feature_gates is None
     with pytest.raises(argparse.ArgumentError, match="unrecognized feature gate: Nope"):
         parser.parse_args(["--feature-gates", "Nope=true"])
+
+
+def test_a_nominated_pod_wastes_the_hint_as_upstream() -> None:
+    # Upstream takes the hint before looking at the nominated node; the nominated node wins, the hint counts as
+    # not used and the one-node result replaces the list (so the next pod runs a full cycle).
+    cache = Cache()
+    for i, cpu in enumerate(["3", "4", "5500m", "5"]):
+        cache.on_node_add(node(f"n{i}", cpu=cpu))
+    fw = profile(cache)
+    batch = fw.batch
+    assert batch is not None
+    assert place(fw, cache, pod("p0", cpu="3"), 1) == "n2"
+    nominated = pod("p1", cpu="3")
+    nominated["status"] = {"nominatedNodeName": "n0"}
+    assert place(fw, cache, nominated, 2) == "n0"
+    assert batch.attempts[ATTEMPT_HINT_NOT_USED] == 1 and batch.state is None
+    assert batch.flushes == {"empty_list": 1}

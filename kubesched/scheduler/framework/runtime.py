@@ -820,6 +820,8 @@ class Framework:
                     if len(alive) and self.handle.nominator is not None:
                         nominated_rejections = self._nominated_rejections(state, pod, table, alive)
                     if len(alive) and not nominated_rejections:
+                        if batch is not None:  # upstream stores the one-node result too (a wasted hint)
+                            batch.store(signature, hint, pod.nominated_node_name, None, cycle)
                         return ScheduleResult(pod.nominated_node_name, Status(), evaluated=1, feasible=1)
                     for rej in rejs:
                         nominated_rejections.extend(
