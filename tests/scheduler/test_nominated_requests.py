@@ -10,10 +10,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_default_preemption import node, pod
-from test_preemption_fast_path import build, nominated_clusters
+from test_preemption_fast_path import build, full_env, nominated_clusters
 
 from kubesched.scheduler.cache import Cache
-from kubesched.scheduler.framework import CycleState
+from kubesched.scheduler.framework import CycleState, runtime
 from kubesched.scheduler.plugins.preemption_victims import nominated_rejections_in_bulk
 from kubesched.scheduler.podinfo import PodInfo
 from kubesched.scheduler.queue import Nominator
@@ -160,3 +160,60 @@ def test_nominated_check_with_columns_matches_node_by_node(c: dict[str, Any], ow
             assert in_bulk is None or in_bulk == results[0]
         fw.handle.nominator = columns
         assert all(r == results[0] for r in results)
+
+
+def _cycle_outcomes(c: dict[str, Any]) -> list[Any]:
+    env = build(c, True)
+    names = list(env.cache.table.index)
+    out = []
+    for k, spec in enumerate(c["preemptors"]):
+        pi = env.info(spec)
+        env.nominator.add_nominated(env.info(c["preemptors"][(k + 1) % len(c["preemptors"])]), names[0])
+        for record in (False, True):
+            r = env.fw.schedule(CycleState(), pi, record_scores=record)
+            d = r.diagnosis
+            out.append(
+                (
+                    r.node,
+                    r.status.code,
+                    r.status.reasons,
+                    r.evaluated,
+                    r.feasible,
+                    [(n, s.code, s.reasons, s.plugin) for n, s in d.by_node.items()],
+                    list(d.counts.items()),
+                    sorted(d.unresolvable_nodes),
+                    sorted(d.plugins),
+                    None if r.filtered is None else list(r.filtered.items()),
+                )
+            )
+    return out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nominated_clusters())
+def test_nominated_rejections_as_arrays_give_the_same_diagnosis(c: dict[str, Any]) -> None:
+    """The Filter path keeps nominated-pods rejections with one status as arrays: the cycle's outcome and its
+    diagnosis (statuses, in the order written, counts, unresolvable nodes, plugins) are those of (slot, status)
+    pairs."""
+    fast = _cycle_outcomes(c)
+    original = runtime._nominated_as_rejections
+    runtime._nominated_as_rejections = lambda *args: None  # type: ignore[assignment]
+    try:
+        pairs = _cycle_outcomes(c)
+    finally:
+        runtime._nominated_as_rejections = original
+    assert fast == pairs
+
+
+def test_many_nominated_nodes_take_the_array_path() -> None:
+    """Preemption's shape: thousands of nodes freed for nominated pods reject the next pod with one status."""
+    nodes = [node(f"n{i}", ("4", "16Gi")) for i in range(40)]
+    env = full_env(nodes, [])
+    for i in range(30):
+        env.nominator.add_nominated(env.info(pod(f"nom{i}", priority=10, req=("3", "1Gi"))), f"n{i}")
+    pi = env.info(pod("next", priority=10, req=("3", "1Gi")))
+    state = env.prefiltered(pi)
+    table = env.cache.table
+    _, rejections, extra, _ = env.fw._find_feasible(state, pi, table, table.slots(), 0, 40)
+    assert extra == []
+    assert sum(len(r.slots) for r in rejections) == 30

@@ -728,6 +728,8 @@ class Framework:
         # The queue's Nominator is falsy (``__len__``) while no pod is nominated anywhere, the usual case: then
         # the nominated-pods pass costs this one check per cycle, no call and no list.
         with_nominated = nominator is not None and bool(nominator)
+        late: list[_Rejections] = []  # nominated-pods rejections as arrays, after every plugin's rejections
+        late_as_extra = False
         while done < n and found < num_to_find:
             need = num_to_find - found
             if done == 0:
@@ -744,14 +746,22 @@ class Framework:
                 chunk = np.concatenate((candidates[lo:], candidates[: size - (n - lo)]))
             alive, pos, rejs = self._filter_chunk(state, pod, table, chunk)
             chunk_extra: list[tuple[int, Status, int]] = []
+            chunk_late: _Rejections | None = None
             if with_nominated and len(alive):
                 nominated = self._nominated_rejections(state, pod, table, alive)
                 if nominated:
                     if pos is None:
                         pos = np.arange(len(chunk), dtype=np.intp)
-                    out = np.isin(alive, np.fromiter((slot for slot, _ in nominated), dtype=np.intp))
-                    pos_of = dict(zip(alive[out].tolist(), pos[out].tolist(), strict=True))
-                    chunk_extra = [(slot, status, pos_of[slot]) for slot, status in nominated]
+                    rejected_slots = np.fromiter([slot for slot, _ in nominated], dtype=np.intp)
+                    out = np.isin(alive, rejected_slots)
+                    if not late_as_extra and np.array_equal(alive[out], rejected_slots):
+                        # Usually thousands of nodes, all with one status: kept as arrays, which the diagnosis
+                        # records in the same order as the (slot, status) pairs (after every plugin's rejections).
+                        chunk_late = _nominated_as_rejections(nominated, rejected_slots, pos[out])
+                    if chunk_late is None:
+                        late_as_extra = True  # from here on pairs, to keep the order of writing
+                        pos_of = dict(zip(alive[out].tolist(), pos[out].tolist(), strict=True))
+                        chunk_extra = [(slot, status, pos_of[slot]) for slot, status in nominated]
                     keep = ~out
                     alive, pos = alive[keep], pos[keep]
             consumed = len(chunk)
@@ -760,12 +770,17 @@ class Framework:
                 alive = alive[:need]
                 rejs = [r for r in (rej.before(cut) for rej in rejs) if r is not None]
                 chunk_extra = [e for e in chunk_extra if e[2] <= cut]
+                if chunk_late is not None:
+                    chunk_late = chunk_late.before(cut)
                 consumed = cut + 1
             extra.extend((slot, status) for slot, status, _ in chunk_extra)
+            if chunk_late is not None:
+                late.append(chunk_late)
             found_parts.append(alive)
             rejections.extend(rejs)
             found += len(alive)
             done += consumed
+        rejections.extend(late)
         if len(found_parts) == 1:
             feasible = found_parts[0]
         else:
@@ -1186,6 +1201,28 @@ class Framework:
 
 class _ScoreError(Exception):
     pass
+
+
+def _nominated_as_rejections(
+    nominated: list[tuple[int, Status]], slots: np.ndarray, positions: np.ndarray
+) -> _Rejections | None:
+    """Nominated-pods rejections that all have one status, as one ``_Rejections`` whose ``_group_statuses``
+    gives that status back (same code, reasons, plugin); None when they do not."""
+    first = nominated[0][1]
+    reasons = list(first.reasons)
+    if (
+        first.code not in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        or not reasons
+        or len(reasons) > 62
+        or len(set(reasons)) != len(reasons)
+    ):
+        return None
+    statuses = [status for _, status in nominated]
+    if statuses.count(first) != len(statuses):
+        return None
+    unresolvable = [first.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE] + [False] * (len(reasons) - 1)
+    bits = np.full(len(slots), (1 << len(reasons)) - 1, dtype=np.int64)
+    return _Rejections(first.plugin, slots, positions, bits, reasons, unresolvable)
 
 
 def _group_statuses(rej: _Rejections) -> list[tuple[Status, np.ndarray]]:

@@ -168,11 +168,14 @@ def nominated_rejections_in_bulk(
     if len(bulk):
         nodes.free[bulk, :width] -= taken
         try:
-            _, rejected = fw.run_filters(state, pod, bulk)
+            ok, rejected = fw.run_filters(state, pod, bulk)
         except FilterError:
             return None
         finally:
             nodes.free[bulk, :width] += taken
+        if not exact:  # the bulk slots are ``slots`` in order: the rejected ones, in order, without a walk
+            bad: list[int] = bulk[~ok].tolist()
+            return list(zip(bad, map(rejected.__getitem__, bad), strict=True))
         statuses.update(rejected)
     for slot in exact:
         s = fw.filter_with_nominated_pods(state, pod, slot, passed_alone=True)
