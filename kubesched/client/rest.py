@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import ssl
 import time
 from collections import deque
@@ -130,6 +131,10 @@ class ApiError(Exception):
         return self.status == 504 and any(c.get("reason") == "ResourceVersionTooLarge" for c in causes)
 
 
+# Characters quote() leaves as they are whatever ``safe`` says: object names and namespaces are made of them.
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch
+
+
 def resource_path(
     api_version: str,
     plural: str,
@@ -140,10 +145,10 @@ def resource_path(
     """``/api/v1/namespaces/ns/pods/p/binding``-style paths; ``api_version`` is ``v1`` or ``group/version``."""
     parts = ["/api/" + api_version if "/" not in api_version else "/apis/" + api_version]
     if namespace:
-        parts.append("namespaces/" + quote(namespace, safe=""))
+        parts.append("namespaces/" + (namespace if _PLAIN_SEGMENT(namespace) else quote(namespace, safe="")))
     parts.append(plural)
     if name:
-        parts.append(quote(name, safe=":"))
+        parts.append(name if _PLAIN_SEGMENT(name) else quote(name, safe=":"))
     elif subresource:
         raise ValueError("a subresource needs an object name")
     if subresource:
@@ -316,6 +321,10 @@ class WatchStream:
 # connection that the server is closing for idleness (aiohttp's server closes after 75 s, Go's after 90 s+).
 _LEAN_IDLE_SECONDS = 30.0
 _LEAN_MAX_HEAD_BYTES = 64 * 1024
+# The response headers the lean path reads; the others are parsed but not kept.
+_LEAN_KEPT_HEADERS = {
+    n.encode(): n for n in ("content-type", "retry-after", "content-length", "transfer-encoding")
+}
 
 
 class _LeanResponse:
@@ -323,7 +332,7 @@ class _LeanResponse:
 
     def __init__(self, status: int, headers: dict[str, str], body: bytes, keep_alive: bool) -> None:
         self.status = status
-        self.headers = headers  # lower-case names
+        self.headers = headers  # lower-case names, only those in _LEAN_KEPT_HEADERS
         self.body = body
         self.keep_alive = keep_alive
 
@@ -390,7 +399,9 @@ class _LeanConnection(asyncio.Protocol):
         self._headers_done = False
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1").strip()
+        key = _LEAN_KEPT_HEADERS.get(name.lower())
+        if key is not None:
+            self._headers[key] = value.decode("latin-1").strip()
 
     def on_headers_complete(self) -> None:
         self._headers_done = True

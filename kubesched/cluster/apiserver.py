@@ -317,7 +317,9 @@ class ApiServer:
             return web.Response(text="ok")
         if path == "/version":
             return _json_response(discovery.version_info())
-        parts = [unquote(p) for p in path.strip("/").split("/")] if path != "/" else []
+        parts = path.strip("/").split("/") if path != "/" else []
+        if "%" in path:  # unquote changes nothing without one
+            parts = [unquote(p) for p in parts]
         if not parts:
             return _json_response({"paths": sorted(["/api", "/apis", "/version", "/healthz", "/openapi/v3"])})
         if parts[0] == "openapi":
