@@ -5,6 +5,7 @@ live events), and an informer syncing through it while objects change converges 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -94,3 +95,26 @@ async def test_informer_syncs_through_pages_while_objects_change(cluster: LocalC
         finally:
             await informer.stop()
             await client.close()
+
+
+async def test_synced_store_is_frozen_out_of_the_collector(cluster: LocalCluster) -> None:
+    """What the initial sync built is frozen when the GC pause ends, so the next collection does not walk it."""
+    async with aiohttp.ClientSession(cluster.url) as session:
+        for i in range(5):
+            await _create(session, f"cm-{i:02d}")
+    client = ApiClient(cluster.url)
+    informer = Informer(client, "v1", "configmaps", namespace="default")
+    gc.unfreeze()
+    try:
+        informer.start()
+        assert await informer.has_synced(30)
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > 0
+        tracked = {id(o) for o in gc.get_objects()}  # the generations the collector walks (not the frozen)
+        stored = list(informer.store.values())
+        assert len(stored) == 5
+        assert not any(id(o) in tracked for o in stored)
+    finally:
+        gc.unfreeze()
+        await informer.stop()
+        await client.close()
