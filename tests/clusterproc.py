@@ -208,3 +208,78 @@ def start_scheduler(
         time.sleep(0.05)
     sched.kill()
     raise RuntimeError("scheduler's /healthz did not answer:\n" + sched.log())
+
+
+# --- other component processes -----------------------------------------------------------------------------------
+
+
+@dataclass
+class ComponentProcess:
+    """A ``python -m kubesched.cli <args>`` process (annotator, operator, ...); ``output`` collects its stdout and
+    stderr lines as they come."""
+
+    proc: subprocess.Popen[str]
+    output: list[str]
+
+    @classmethod
+    def start(cls, *args: str) -> ComponentProcess:
+        import threading
+
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kubesched.cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
+        started = cls(proc, [])
+
+        def drain() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                started.output.append(line.rstrip())
+
+        threading.Thread(target=drain, daemon=True).start()
+        return started
+
+    def log(self, last: int | None = None) -> str:
+        return "\n".join(self.output if last is None else self.output[-last:])
+
+    def kill(self) -> None:
+        """SIGKILL: no lease release, no cleanup, as a crashed process."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+
+def start_operator(
+    kubeconfig: Path,
+    scheduler_port: int,
+    *,
+    lease: str = "5s",
+    renew: str = "4s",
+    retry: str = "1s",
+) -> ComponentProcess:
+    """``kubesched operator`` on loopback (its own secure port picked by the OS) for a cluster whose control-plane
+    static pod serves on ``scheduler_port``: a 5s resync, no degraded inertia, and leader election as given
+    (short by default, so that a successor does not wait out upstream's 137s lease of a killed holder)."""
+    return ComponentProcess.start(
+        "operator",
+        *("--kubeconfig", str(kubeconfig)),
+        *("--secure-port", "0", "--bind-address", "127.0.0.1"),
+        *("--scheduler-secure-port", str(scheduler_port)),
+        *("--resync-period", "5s", "--degraded-inertia", "0s"),
+        *("--leader-elect-lease-duration", lease),
+        *("--leader-elect-renew-deadline", renew),
+        *("--leader-elect-retry-period", retry),
+    )

@@ -19,12 +19,9 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -33,10 +30,12 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from clusterproc import (
     ClusterProcess,
+    ComponentProcess,
     Kubectl,
     find_kubectl,
     free_port,
     start_cluster,
+    start_operator,
     wait_for,
 )
 from kubernetes import client, config
@@ -59,47 +58,7 @@ LEASE_NAME = "crane-scheduler-controller"
 # --- processes -------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Proc:
-    """A component process; ``output`` collects its stdout and stderr lines."""
-
-    proc: subprocess.Popen[str]
-    output: list[str] = field(default_factory=list)
-
-    @classmethod
-    def start(cls, *args: str) -> Proc:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "kubesched.cli", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-        )
-        p = cls(proc)
-
-        def drain() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                p.output.append(line.rstrip())
-
-        threading.Thread(target=drain, daemon=True).start()
-        return p
-
-    def log(self, last: int = 60) -> str:
-        return "\n".join(self.output[-last:])
-
-    def stop(self) -> int | None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
-
-
-def no_traceback(p: Proc) -> None:
+def no_traceback(p: ComponentProcess) -> None:
     text = "\n".join(p.output)
     assert "Traceback" not in text, p.log(120)
     assert p.proc.poll() is None, f"exited with {p.proc.returncode}:\n{p.log(120)}"
@@ -303,8 +262,10 @@ def test_annotator_writes_new_values_after_an_api_server_sigkill(
     assert code == 0, annotator.log(120)
 
 
-def start_annotator(kubeconfig: Path, policy: Path, prometheus: FakePrometheus, *election: str) -> Proc:
-    return Proc.start(
+def start_annotator(
+    kubeconfig: Path, policy: Path, prometheus: FakePrometheus, *election: str
+) -> ComponentProcess:
+    return ComponentProcess.start(
         "annotator",
         "--policy-config-path",
         str(policy),
@@ -345,7 +306,7 @@ def test_annotator_that_loses_its_lease_exits_and_its_successor_takes_over(
         *("--leader-elect-retry-period", "1s"),
     ]
     annotator = start_annotator(kubeconfig, policy, prometheus, *election)
-    successor: Proc | None = None
+    successor: ComponentProcess | None = None
     try:
         wait_for(lambda: load_values(api) == expected(prometheus.values, ips), 120, "the first values")
         holder, _ = wait_for(lambda: lease_renew_time(kubeconfig), 30, "the annotator's Lease")
@@ -473,27 +434,6 @@ def placed(kubectl: Kubectl, name: str) -> str | None:
     return (pod.get("spec") or {}).get("nodeName")
 
 
-def start_operator(kubeconfig: Path, scheduler_port: int, lease: str, renew: str, retry: str) -> Proc:
-    return Proc.start(
-        "operator",
-        "--kubeconfig",
-        str(kubeconfig),
-        "--secure-port",
-        "0",
-        "--bind-address",
-        "127.0.0.1",
-        "--scheduler-secure-port",
-        str(scheduler_port),
-        "--resync-period",
-        "5s",
-        "--degraded-inertia",
-        "0s",
-        *("--leader-elect-lease-duration", lease),
-        *("--leader-elect-renew-deadline", renew),
-        *("--leader-elect-retry-period", retry),
-    )
-
-
 def operator_cluster(
     tmp_path: Path, storage: str, clusters: list[ClusterProcess]
 ) -> tuple[tuple[str, ...], Path]:
@@ -523,7 +463,7 @@ def test_operator_rolls_out_revision_2_after_an_api_server_sigkill(
     sched_port = free_port(NODE_IP)
     # A renew deadline longer than the outage: the same process carries on (a shorter one ends it, as
     # upstream's, for its Deployment to restart: the next test).
-    operator = start_operator(kubeconfig, sched_port, "120s", "90s", "1s")
+    operator = start_operator(kubeconfig, sched_port, lease="120s", renew="90s", retry="1s")
     try:
         wait_for(lambda: node_at(kubectl, 1), 240, f"{NODE} at revision 1\n{operator.log()}")
         wait_for(lambda: available(kubectl), 90, "the ClusterOperator Available, not Progressing")
@@ -618,9 +558,9 @@ def test_operator_that_loses_its_lease_exits_and_its_successor_rolls_out_once(
     cmd, kubeconfig = operator_cluster(tmp_path, "sqlite", clusters)
     kubectl = Kubectl(KUBECTL, kubeconfig, tmp_path / "kcache")
     sched_port = free_port(NODE_IP)
-    short = ("6s", "4s", "1s")
-    operator = start_operator(kubeconfig, sched_port, *short)
-    successor: Proc | None = None
+    short = {"lease": "6s", "renew": "4s", "retry": "1s"}
+    operator = start_operator(kubeconfig, sched_port, **short)
+    successor: ComponentProcess | None = None
     try:
         wait_for(lambda: node_at(kubectl, 1), 240, f"{NODE} at revision 1\n{operator.log()}")
         wait_for(lambda: available(kubectl), 90, "the ClusterOperator Available, not Progressing")
@@ -631,7 +571,7 @@ def test_operator_that_loses_its_lease_exits_and_its_successor_rolls_out_once(
         second = start_cluster(tmp_path / "data", *cmd, timeout=120)
         clusters.append(second)
         back = time.monotonic()
-        successor = start_operator(kubeconfig, sched_port, *short)  # as its Deployment would
+        successor = start_operator(kubeconfig, sched_port, **short)  # as its Deployment would
         kubectl(
             "patch",
             "scheduler",

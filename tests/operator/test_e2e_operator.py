@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import json
 import ssl
-import subprocess
-import sys
-import threading
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterproc import ClusterProcess, Kubectl, find_kubectl, free_port, start_cluster, wait_for
+from clusterproc import (
+    ClusterProcess,
+    Kubectl,
+    find_kubectl,
+    free_port,
+    start_cluster,
+    start_operator,
+    wait_for,
+)
 
 from kubesched.serving.fetch import kubeconfig_get_sync
 
@@ -44,66 +48,6 @@ OPERATOR_NS = "openshift-kube-scheduler-operator"
 NODE = "control-plane-0"
 NODE_IP = "127.0.1.1"
 MIRROR = f"kube-scheduler-{NODE}"
-
-
-@dataclass
-class Operator:
-    proc: subprocess.Popen[str]
-    output: list[str]
-
-    def log(self) -> str:
-        return "\n".join(self.output)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
-def start_operator(kubeconfig: Path, scheduler_port: int) -> Operator:
-    cmd = [
-        sys.executable,
-        "-m",
-        "kubesched.cli",
-        "operator",
-        "--kubeconfig",
-        str(kubeconfig),
-        "--secure-port",
-        "0",
-        "--bind-address",
-        "127.0.0.1",
-        "--scheduler-secure-port",
-        str(scheduler_port),
-        "--resync-period",
-        "5s",
-        "--degraded-inertia",
-        "0s",
-        "--leader-elect-lease-duration",
-        "5s",
-        "--leader-elect-renew-deadline",
-        "4s",
-        "--leader-elect-retry-period",
-        "1s",
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-    lines: list[str] = []
-
-    def drain() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line.rstrip())
-
-    threading.Thread(target=drain, daemon=True).start()
-    return Operator(proc, lines)
 
 
 @pytest.fixture
