@@ -19,13 +19,18 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m kubesched.demo
 
+# Two xdist workers on CI's 2 cores, a test module whole on one, slow modules first (tests/conftest.py).
+# `make test PYTEST_XDIST=` runs the suite in one process.
+PYTEST_XDIST ?= -n 2 --dist loadfile --no-loadscope-reorder
+
 test: $(STAMP)
 	bash scripts/ensure-prometheus.sh
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-etcd.sh
 	$(BIN)/ruff check kubesched tests examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m compileall -q kubesched  # every test process imports it: compile once, not per process
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kubesched tests examples
