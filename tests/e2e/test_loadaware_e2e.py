@@ -43,6 +43,9 @@ T = TypeVar("T")
 
 
 async def until(what: str, probe: Callable[[], Awaitable[T]], timeout: float = 30.0, every: float = 0.2) -> T:
+    """Await ``probe`` until it returns something truthy, for up to four times ``timeout``: a passing wait returns
+    at once, and the slack spares a loaded machine (CI runs two test workers on two cores) a false failure."""
+    timeout *= 4
     deadline = time.monotonic() + timeout
     while True:
         value = await probe()
