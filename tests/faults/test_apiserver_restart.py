@@ -1,6 +1,7 @@
-"""The API server SIGKILLed and restarted with the same command (issue 13, "Faults"), on embedded (sqlite, the
-default of ``cluster up``) and etcd storage: the annotator and the operator, as processes that the test does not
-restart, carry on.
+"""The API server SIGKILLed and restarted with the same command (issue 13, "Faults"): the annotator and the
+operator, as processes that the test does not restart, carry on. The annotator's restart runs on embedded (sqlite,
+the default of ``cluster up``) and etcd storage; the tests whose point is a component's own behaviour run on sqlite
+(each storage's restart is covered in tests/cluster/test_durable_*.py).
 
 - Annotator: ``kubesched annotator`` (leader election on, a renew deadline longer than the outage) reads a fake
   Prometheus on loopback whose values the test sets. The API server is SIGKILLed, the values change, the API
@@ -282,7 +283,9 @@ def start_annotator(
     )
 
 
-@pytest.mark.parametrize("storage", STORAGES)
+# sqlite only: what this test adds (the annotator's Lease lost and taken over) does not depend on the storage; the
+# test above restarts the API server on both, and tests/cluster/test_durable_*.py cover each storage's restart.
+@pytest.mark.parametrize("storage", ["sqlite"])
 def test_annotator_that_loses_its_lease_exits_and_its_successor_takes_over(
     tmp_path: Path, storage: str, clusters: list[ClusterProcess], prometheus: FakePrometheus
 ) -> None:
@@ -452,7 +455,10 @@ def operator_cluster(
 
 @pytest.mark.kubectl
 @pytest.mark.skipif(KUBECTL is None, reason="no kubectl binary on this machine")
-@pytest.mark.parametrize("storage", STORAGES)
+# sqlite (cluster up's default) only: the operator and the kubelet's side do not depend on the storage; the
+# annotator's restart test runs on both, and tests/cluster/test_durable_informer.py resumes informers across
+# restarts of each storage.
+@pytest.mark.parametrize("storage", ["sqlite"])
 def test_operator_rolls_out_revision_2_after_an_api_server_sigkill(
     tmp_path: Path, storage: str, clusters: list[ClusterProcess]
 ) -> None:
@@ -552,8 +558,7 @@ def test_operator_that_loses_its_lease_exits_and_its_successor_rolls_out_once(
 ) -> None:
     """An outage longer than the operator's renew deadline: it exits with status 1 ("leader election lost"), as
     upstream's; the test starts a new one as its Deployment would, which takes the Lease once the dead holder's
-    expires and rolls out revision 2 exactly once. sqlite only: the operator's side does not depend on the
-    storage (the test above covers both)."""
+    expires and rolls out revision 2 exactly once. sqlite only, as the test above."""
     assert KUBECTL is not None
     cmd, kubeconfig = operator_cluster(tmp_path, "sqlite", clusters)
     kubectl = Kubectl(KUBECTL, kubeconfig, tmp_path / "kcache")
