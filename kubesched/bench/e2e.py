@@ -376,8 +376,8 @@ async def drive(
             # arrivals at a fixed rate while the scheduler runs (once ready); a pod's hand-over is when it is due
             create_pods.close()
             await _wait_ready(scheduler, options.timeout)
-            # /readyz passes once the informers synced; the scheduler then still collects and freezes what it
-            # loaded (a full GC pass over every node) before its loop runs: not part of the steady state.
+            # /readyz passes once the informers synced; the scheduler then still starts its plugins' services
+            # and collects garbage once before its loop runs: start-up, not part of the steady state.
             await asyncio.sleep(STEADY_SETTLE_SECONDS)
             await _warm_connections(client, STEADY_CONCURRENCY)
             quiet.enter_context(_steady_gc())
