@@ -10,7 +10,9 @@ Where a pending pod waits:
 - **unschedulablePods** — pods some plugins rejected. They come back only when a cluster event that one of the
   rejecting plugins registered (``events_to_register``) happens, when the pod itself changes, or after
   ``max_in_unschedulable`` (5 min) by the 30-second leftover flush. Pods a PreEnqueue plugin gates wait here too
-  (counted as ``gated``) and are re-checked when the pod changes or the gating plugin's events happen.
+  (counted as ``gated``) and are re-checked when the pod changes or the gating plugin's events happen; those a
+  plugin's ``GateWatch`` tracks (DefaultPreemption's preemptors) only when the plugin reports that their answer
+  may have changed, so a victim's deletion does not re-ask every waiting preemptor.
 
 Events during a scheduling attempt (1.36 always has QueueingHints, so there is no ``moveRequestCycle`` any more):
 while pods are in flight, the events of interest are logged with the scheduling cycle they happened in. When a
