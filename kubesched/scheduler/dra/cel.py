@@ -25,9 +25,10 @@ import functools
 import re
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import cel
+if TYPE_CHECKING:
+    from types import ModuleType
 
 from kubesched.apimachinery.quantity import QuantityError, parse_quantity
 
@@ -103,6 +104,15 @@ def _functions() -> dict[str, Any]:
 _FUNCTIONS = _functions()
 
 
+@functools.cache
+def _cel() -> ModuleType:
+    """The ``cel`` package, imported on first use: its ``__init__`` also loads its command-line interface
+    (prompt_toolkit), half a second or more of start-up that a scheduler without device claims never needs."""
+    import cel
+
+    return cel
+
+
 class Selector:
     """One compiled expression and the attribute domains it names (so they exist, empty, on every device)."""
 
@@ -111,13 +121,13 @@ class Selector:
     def __init__(self, expression: str) -> None:
         self.expression = expression
         try:
-            self.program = cel.compile(expression)
+            self.program = _cel().compile(expression)
         except Exception as e:  # the library raises ValueError or RuntimeError with its parser's message
             raise SelectorError(f"compilation failed: {_one_line(e)}") from None
         self.domains = tuple(sorted(set(_DOMAIN_RE.findall(expression))))
 
     def matches(self, device: DeviceView) -> bool:
-        ctx = cel.Context()
+        ctx = _cel().Context()
         for name, fn in _FUNCTIONS.items():
             ctx.add_function(name, fn)
         ctx.add_variable("device", device.variable(self.domains))
