@@ -321,8 +321,6 @@ class WatchStream:
 # connection that the server is closing for idleness (aiohttp's server closes after 75 s, Go's after 90 s+).
 _LEAN_IDLE_SECONDS = 30.0
 _LEAN_MAX_HEAD_BYTES = 64 * 1024
-# Requests in flight on one lean connection, written back to back and answered in order (HTTP/1.1 pipelining).
-_LEAN_PIPELINE_DEPTH = 8
 # The response headers the lean path reads; the others are parsed but not kept.
 _LEAN_KEPT_HEADERS = {
     n.encode(): n for n in ("content-type", "retry-after", "content-length", "transfer-encoding")
@@ -340,58 +338,48 @@ class _LeanResponse:
 
 
 class _LeanConnection(asyncio.Protocol):
-    """One kept-alive HTTP/1.1 connection carrying up to ``_LEAN_PIPELINE_DEPTH`` requests at a time, pipelined:
-    requests are written back to back (those of one event-loop turn in one write) and answered in order.
-    Responses are parsed by httptools (llhttp, the parser Node.js and uvicorn use): Content-Length, chunked and
-    1xx interim answers; a body delimited by the end of the connection is completed in ``connection_lost``."""
+    """One kept-alive HTTP/1.1 connection carrying one request at a time. Responses are parsed by httptools
+    (llhttp, the parser Node.js and uvicorn use): Content-Length, chunked and 1xx interim answers; a body
+    delimited by the end of the connection is completed in ``connection_lost``."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = 0.0
-        self._parser = httptools.HttpResponseParser(self)
-        self._waiters: deque[asyncio.Future[_LeanResponse]] = deque()
-        self._out: list[bytes] = []
+        self._parser: httptools.HttpResponseParser | None = None
+        self._waiter: asyncio.Future[_LeanResponse] | None = None
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
         self._headers_done = False
         self._head_bytes = 0
-        self._answered = 0
-        self._loop = asyncio.get_running_loop()  # made by create_connection, inside the loop
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._waiters)
 
     # -- protocol callbacks --
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport: asyncio's or uvloop's (which does not subclass asyncio.Transport).
         self.transport = cast(asyncio.Transport, transport)
-        self.idle_since = self._loop.time()
 
     def data_received(self, data: bytes) -> None:
-        if not self._waiters:
+        parser = self._parser
+        if self._waiter is None or parser is None:
             self.close()  # bytes nobody asked for: the connection is out of step
             return
-        answered = self._answered
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserError as e:
-            self._fail(aiohttp.ClientPayloadError(f"malformed response: {e}"))
-            return
-        if not self._headers_done and self._answered == answered and not self.closed:
-            # A head still unfinished after a read that completed no answer: bound what it may grow to (a read
-            # that completed one is not counted, so earlier answers never count against the next head).
+        if not self._headers_done:
             self._head_bytes += len(data)
             if self._head_bytes > _LEAN_MAX_HEAD_BYTES:
                 self._fail(aiohttp.ClientPayloadError("malformed response: response headers too long"))
+                return
+        try:
+            parser.feed_data(data)
+        except httptools.HttpParserError as e:
+            self._fail(aiohttp.ClientPayloadError(f"malformed response: {e}"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         headers = self._headers
         if (
-            self._waiters
+            self._waiter is not None
+            and self._parser is not None
             and self._headers_done
             and "content-length" not in headers
             and "chunked" not in headers.get("transfer-encoding", "").lower()
@@ -400,6 +388,7 @@ class _LeanConnection(asyncio.Protocol):
             self._complete(
                 _LeanResponse(self._parser.get_status_code(), headers, b"".join(self._body), False)
             )
+            return
         self._fail(aiohttp.ServerDisconnectedError(repr(exc) if exc else None))
 
     # -- httptools callbacks --
@@ -416,45 +405,40 @@ class _LeanConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
-        self._head_bytes = 0
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
 
     def on_message_complete(self) -> None:
         parser = self._parser
+        assert parser is not None
         status = parser.get_status_code()
-        self._head_bytes = 0
         if 100 <= status < 200 and status != 101:
             self._headers_done = False  # an interim answer (100 Continue): the real one follows
+            self._head_bytes = 0
             return
         keep_alive = parser.should_keep_alive()
-        self._answered += 1
         self._complete(_LeanResponse(status, self._headers, b"".join(self._body), keep_alive))
-        self._headers_done = False
         if not keep_alive:
-            self.close()  # requests pipelined behind this answer fail when the connection is lost
+            self.close()
 
     # -- use --
 
     def _complete(self, resp: _LeanResponse) -> None:
-        if self._waiters:
-            waiter = self._waiters.popleft()
-            if not self._waiters:
-                self.idle_since = self._loop.time()
-            if not waiter.done():
-                waiter.set_result(resp)
+        waiter, self._waiter = self._waiter, None
+        self._parser = None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(resp)
 
     def _fail(self, exc: Exception) -> None:
         self.close()
-        waiters, self._waiters = self._waiters, deque()
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_exception(exc)
+        waiter, self._waiter = self._waiter, None
+        self._parser = None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
 
     def close(self) -> None:
         self.closed = True
-        self._out.clear()
         if self.transport is not None:
             self.transport.close()
 
@@ -464,31 +448,21 @@ class _LeanConnection(asyncio.Protocol):
             not self.closed
             and t is not None
             and not t.is_closing()
-            and (bool(self._waiters) or now - self.idle_since < _LEAN_IDLE_SECONDS)
+            and now - self.idle_since < _LEAN_IDLE_SECONDS
         )
 
     def send(self, data: bytes) -> asyncio.Future[_LeanResponse]:
-        """Queue a whole request; the requests of one event-loop turn leave in one write."""
         assert self.transport is not None
+        self._parser = httptools.HttpResponseParser(self)
+        self._headers, self._body, self._headers_done, self._head_bytes = {}, [], False, 0
         waiter: asyncio.Future[_LeanResponse] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        if not self._out:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._out.append(data)
+        self._waiter = waiter
+        self.transport.write(data)
         return waiter
-
-    def _flush(self) -> None:
-        out = self._out
-        if out and not self.closed and self.transport is not None:
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
-        out.clear()
 
 
 class _LeanPool:
-    """Up to ``limit`` kept-alive connections to one server for :meth:`ApiClient.raw_request`'s lean path,
-    each with up to ``_LEAN_PIPELINE_DEPTH`` requests pipelined. A request goes to the busiest connection that
-    still has room, so that a burst (a scheduler's bindings, a batch of events) shares few writes and reads on
-    both sides; a new connection is opened only when every open one is full."""
+    """Up to ``limit`` kept-alive connections to one server for :meth:`ApiClient.raw_request`'s lean path."""
 
     def __init__(self, server: str, ssl_ctx: ssl.SSLContext | None, limit: int, user_agent: str) -> None:
         url = yarl.URL(server)
@@ -502,11 +476,8 @@ class _LeanPool:
         host = f"[{host}]" if ":" in host else host
         authority = host if url.is_default_port() else f"{host}:{url.port}"
         self._common = f"Host: {authority}\r\nUser-Agent: {user_agent}\r\nAccept: application/json\r\n"
-        self._limit = max(1, limit)
-        self._conns: list[_LeanConnection] = []
-        self._connecting = 0
-        self._opened: asyncio.Future[None] | None = None  # resolved when a connection attempt ends
-        self._slots = asyncio.Semaphore(self._limit * _LEAN_PIPELINE_DEPTH)
+        self._idle: list[_LeanConnection] = []
+        self._slots = asyncio.Semaphore(max(1, limit))
         self.closed = False
 
     def head(self, method: str, path: str, extra_headers: str, length: int) -> bytes:
@@ -529,66 +500,35 @@ class _LeanPool:
             raise aiohttp.ClientOSError(e.errno, f"cannot connect to {self._host}:{self._port}: {e}") from e
         return conn
 
-    def _pick(self, now: float) -> _LeanConnection | None:
-        """The busiest usable connection with room; unusable ones are closed and dropped."""
-        best: _LeanConnection | None = None
-        keep: list[_LeanConnection] | None = None
-        for c in self._conns:
-            if not c.usable(now):
-                c.close()
-                keep = keep if keep is not None else []
-                continue
-            if keep is not None:
-                keep.append(c)
-            n = c.in_flight
-            if n < _LEAN_PIPELINE_DEPTH and (best is None or n > best.in_flight):
-                best = c
-        if keep is not None:
-            self._conns = keep
-        return best
-
     async def request(self, data: bytes) -> _LeanResponse:
         """Send ``data`` (a whole request) and read the answer. Like aiohttp, a POST is never re-sent by the
         transport: a connection lost before the answer raises ``ServerDisconnectedError``."""
         async with self._slots:
             loop = asyncio.get_running_loop()
-            conn = self._pick(loop.time())
-            while conn is None:
-                if len(self._conns) + self._connecting < self._limit:
-                    self._connecting += 1
-                    try:
-                        conn = await self._connect()
-                    finally:
-                        self._connecting -= 1
-                        opened, self._opened = self._opened, None
-                        if opened is not None and not opened.done():
-                            opened.set_result(None)
-                    if self.closed:
-                        conn.close()
-                        raise aiohttp.ClientConnectionError("the connection pool is closed")
-                    self._conns.append(conn)
-                else:
-                    # Holding a slot while every open connection is full means one is being opened: wait for it.
-                    if self._connecting:
-                        if self._opened is None:
-                            self._opened = loop.create_future()
-                        await self._opened
-                    else:  # not expected (the slots bound what is in flight); never spin
-                        await asyncio.sleep(0.001)
-                    conn = self._pick(loop.time())
+            now = loop.time()
+            conn: _LeanConnection | None = None
+            while self._idle:
+                c = self._idle.pop()
+                if c.usable(now):
+                    conn = c
+                    break
+                c.close()
+            if conn is None:
+                conn = await self._connect()
             try:
                 resp = await conn.send(data)
             except BaseException:
                 conn.close()  # cancelled or failed midway: its answer may still come, so never reuse it
                 raise
-            if not resp.keep_alive or conn.closed:
-                conn.close()
+            if resp.keep_alive and not conn.closed and not self.closed:
+                conn.idle_since = loop.time()
+                self._idle.append(conn)
             return resp
 
     def close(self) -> None:
         self.closed = True
-        conns, self._conns = self._conns, []
-        for c in conns:
+        idle, self._idle = self._idle, []
+        for c in idle:
             c.close()
 
 

@@ -160,11 +160,6 @@ def main() -> None:
 
         kubeconfig, prefix, count = sys.argv[2], sys.argv[3], int(sys.argv[4])
         watch = "--watch" in sys.argv[5:]
-        depth = os.environ.get("BENCH_LEAN_DEPTH")
-        if depth:  # e.g. 1: no pipelining, to measure what it saves
-            from kubesched.client import rest
-
-            rest._LEAN_PIPELINE_DEPTH = int(depth)
         eventloop.run(_client_run(kubeconfig, prefix, count, watch))  # KUBESCHED_EVENT_LOOP picks the loop
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
