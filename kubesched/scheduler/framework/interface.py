@@ -14,10 +14,12 @@ Conventions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import collections
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -153,16 +155,251 @@ class CycleState:
         return c
 
 
-@dataclass(slots=True)
 class NodeToStatus:
-    """Why nodes were rejected in the last cycle: node name → (plugin, reasons, unresolvable)."""
+    """Why nodes were rejected in a cycle: each rejected node's status (upstream's ``NodeToStatus`` map).
 
-    by_node: dict[str, Status] = field(default_factory=dict)
-    # Count of rejected nodes per reason string, in the order reasons were first seen (for the event message).
-    counts: dict[str, int] = field(default_factory=dict)
-    unresolvable_nodes: set[str] = field(default_factory=set)
-    pre_filter_message: str = ""
-    plugins: set[str] = field(default_factory=set)
+    A failing cycle rejects thousands of nodes with a handful of statuses, so the framework records them as
+    *groups*: a status and the table slots it covers (``record``), in upstream's order of writing. A later write
+    to a slot replaces its status and keeps its place, as a map does: the groups are kept so that each slot is
+    in one group and the groups, read in order, list the nodes in the order of their first write. Per-node
+    views are built only when asked for: ``status_of`` (one node), ``preemption_slots`` (the nodes preemption
+    may help, as an array), ``tally`` (counts per reason, from the group sizes) and ``by_node`` (the whole map,
+    for tests and tools). ``by_node`` once built is the truth: later writes go to it, and every view reads it.
+
+    A diagnosis built from names (``NodeToStatus(by_node={...})``, tests) is such a map from the start, and so is
+    every diagnosis while ``grouped`` is False: the reference path (one map entry per node, as before the groups),
+    which the tests compare the groups against.
+    ``counts``: rejected nodes per reason, in the order the reasons were first seen (filled by ``tally``).
+    """
+
+    __slots__ = (
+        "_by_node",
+        "_groups",
+        "_names",
+        "_table",
+        "_version",
+        "_written",
+        "counts",
+        "plugins",
+        "pre_filter_message",
+    )
+
+    grouped: ClassVar[bool] = True  # False: every diagnosis is a per-node map (the reference path)
+
+    def __init__(
+        self,
+        by_node: dict[str, Status] | None = None,
+        counts: dict[str, int] | None = None,
+        pre_filter_message: str = "",
+        plugins: set[str] | None = None,
+    ) -> None:
+        self._by_node: dict[str, Status] | None = by_node if by_node is not None else None
+        self._groups: list[tuple[Status, np.ndarray]] = []
+        self._table: NodeTable | None = None
+        self._names: list[str] = []  # the table's names when the cycle ran (a recorded slot has one)
+        self._version = -1
+        self._written: np.ndarray | None = None
+        self.counts: dict[str, int] = counts if counts is not None else {}
+        self.pre_filter_message = pre_filter_message
+        self.plugins: set[str] = plugins if plugins is not None else set()
+
+    @classmethod
+    def over(
+        cls, table: NodeTable, *, pre_filter_message: str = "", plugins: set[str] | None = None
+    ) -> NodeToStatus:
+        """An empty diagnosis of a cycle over ``table``, written by slot (``record``). The node names are those
+        of the table now (a copy of the name column: the views name the nodes as the cycle saw them)."""
+        out = cls(pre_filter_message=pre_filter_message, plugins=plugins)
+        out._table = table
+        out._names = cast("list[str]", table.names.copy())
+        out._version = table.node_version
+        if not cls.grouped:
+            out._by_node = {}
+        return out
+
+    # --- writing -----------------------------------------------------------------------------------------
+
+    def record(self, slots: np.ndarray, status: Status) -> None:
+        """``status`` for every slot of ``slots`` (distinct slots of the table given to ``over``), written after
+        everything recorded before."""
+        if not len(slots):
+            return
+        if self._table is None:
+            raise ValueError("NodeToStatus.record needs a diagnosis made by NodeToStatus.over(table)")
+        if self._by_node is not None:
+            names = self._names
+            self.by_node.update(zip(map(names.__getitem__, slots.tolist()), itertools.repeat(status)))
+            return
+        written = self._written
+        if written is None:
+            written = self._written = np.zeros(len(self._names), dtype=bool)
+        seen = written[slots]
+        if seen.any():
+            self._overwrite(slots[seen], status)
+            slots = slots[~seen]
+            if not len(slots):
+                return
+        written[slots] = True
+        self._groups.append((status, slots))
+
+    def record_pairs(self, pairs: Iterable[tuple[int, Status]]) -> None:
+        """(slot, status) pairs, written in order; consecutive pairs with one status are recorded as one group."""
+        run: list[int] = []
+        in_run: set[int] = set()
+        current: Status | None = None
+        for slot, status in pairs:
+            if status is not current or slot in in_run:
+                if current is not None:
+                    self.record(np.array(run, dtype=np.intp), current)
+                run = []
+                in_run = set()
+                current = status
+            run.append(slot)
+            in_run.add(slot)
+        if current is not None:
+            self.record(np.array(run, dtype=np.intp), current)
+
+    def _overwrite(self, slots: np.ndarray, status: Status) -> None:
+        """New ``status`` for ``slots``, already written: each keeps its place (the group it was in is split)."""
+        assert self._written is not None
+        mark = np.zeros(len(self._written), dtype=bool)
+        mark[slots] = True
+        groups: list[tuple[Status, np.ndarray]] = []
+        for old, group in self._groups:
+            hit = mark[group]
+            if not hit.any():
+                groups.append((old, group))
+                continue
+            # Runs of consecutive slots that keep their status or take the new one, in their order.
+            edges = np.flatnonzero(hit[1:] != hit[:-1]) + 1
+            for part, taken in zip(
+                np.split(group, edges), hit[np.concatenate(([0], edges))].tolist(), strict=True
+            ):
+                groups.append((status if taken else old, part))
+        self._groups = groups
+
+    # --- reading -----------------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        shown = {name: (st.code.name, st.reasons, st.plugin) for name, st in self.items()}
+        return (
+            f"NodeToStatus({shown!r}, counts={self.counts!r}, pre_filter_message={self.pre_filter_message!r})"
+        )
+
+    def _mapped(self) -> bool:
+        return self._by_node is not None or self._table is None
+
+    def items(self) -> Iterator[tuple[str, Status]]:
+        """(node name, status) in the order of first writes (a map's order)."""
+        if self._mapped():
+            yield from self.by_node.items()
+            return
+        names = self._names
+        for status, slots in self._groups:
+            for slot in slots.tolist():
+                yield names[slot], status
+
+    @property
+    def by_node(self) -> dict[str, Status]:
+        """The whole map, node name -> status (built once, then kept: later writes go to it)."""
+        if self._by_node is None:
+            built: dict[str, Status] = {}
+            names = self._names
+            for status, slots in self._groups:
+                built.update(zip(map(names.__getitem__, slots.tolist()), itertools.repeat(status)))
+            self._by_node = built
+            self._groups = []
+            self._written = None
+        return self._by_node
+
+    def __len__(self) -> int:
+        """Number of nodes with a status."""
+        if self._mapped():
+            return len(self.by_node)
+        return sum(len(slots) for _, slots in self._groups)
+
+    def status_of(self, name: str) -> Status | None:
+        """The status of node ``name``, None if it has none."""
+        if self._mapped():
+            return self.by_node.get(name)
+        table = self._table
+        slot: int | None
+        if table is not None and table.node_version == self._version:
+            slot = table.index.get(name)
+        else:
+            slot = self._names.index(name) if name in self._names else None
+        if slot is None:
+            return None
+        for status, slots in self._groups:
+            if (slots == slot).any():
+                return status
+        return None
+
+    def preemption_slots(self, nodes: NodeTable) -> np.ndarray:
+        """Slots of ``nodes``, ascending, whose node was rejected as UNSCHEDULABLE: preemption may help there
+        (upstream's ``nodesWherePreemptionMightHelp``); UNSCHEDULABLE_AND_UNRESOLVABLE nodes are left out."""
+        if not self._mapped() and nodes is self._table and nodes.node_version == self._version:
+            helpful = [slots for status, slots in self._groups if status.code == Code.UNSCHEDULABLE]
+            if not helpful:
+                return np.zeros(0, dtype=np.intp)
+            if len(helpful) == 1:
+                return np.sort(helpful[0]).astype(np.intp, copy=False)
+            mark = np.zeros(len(self._names), dtype=bool)
+            for slots in helpful:
+                mark[slots] = True
+            return np.flatnonzero(mark).astype(np.intp, copy=False)
+        # By name, against the table as it is now (a node gone since is left out).
+        by_node = self.by_node if self._mapped() else dict(self.items())
+        values = by_node.values()
+        distinct = dict(zip(map(id, values), values, strict=True))
+        helpful_ids = {key for key, st in distinct.items() if st.code == Code.UNSCHEDULABLE}
+        if not helpful_ids:
+            return np.zeros(0, dtype=np.intp)
+        names: Iterable[str]
+        if len(helpful_ids) == len(distinct):
+            names = by_node.keys()
+        else:
+            names = [name for name, st in by_node.items() if id(st) in helpful_ids]
+        found = np.fromiter(map(nodes.index.get, names, itertools.repeat(-1)), dtype=np.intp)
+        return np.sort(found[found >= 0])
+
+    def tally(self) -> None:
+        """Add each status's nodes to ``counts`` under each of its reasons (statuses in the order of their first
+        node). Statuses are shared by the nodes rejected alike: counted per status, not per node."""
+        sizes: dict[int, int] = {}
+        distinct: dict[int, Status] = {}
+        if self._mapped():
+            values = self.by_node.values()
+            sizes = collections.Counter(map(id, values))  # in order of first appearance
+            distinct = dict(zip(map(id, values), values, strict=True))
+        else:
+            for status, slots in self._groups:
+                key = id(status)
+                sizes[key] = sizes.get(key, 0) + len(slots)
+                distinct[key] = status
+        counts = self.counts
+        for key, n in sizes.items():
+            for reason in distinct[key].reasons:
+                counts[reason] = counts.get(reason, 0) + n
+
+    @property
+    def unresolvable_nodes(self) -> set[str]:
+        """Names of the nodes rejected as UNSCHEDULABLE_AND_UNRESOLVABLE."""
+        if self._mapped():
+            return {
+                name for name, st in self.by_node.items() if st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            }
+        names = self._names
+        return {
+            names[slot]
+            for status, slots in self._groups
+            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            for slot in slots.tolist()
+        }
+
+    def filtered(self) -> dict[str, list[str]]:
+        """Node name -> its status's reasons (a list each), in the order of first writes (``record_scores``)."""
+        return {name: list(st.reasons) for name, st in self.items()}
 
 
 @runtime_checkable

@@ -14,17 +14,15 @@ rejects nothing and its bits are not inspected; a Score plugin whose results are
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import inspect
-import itertools
 import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -809,7 +807,7 @@ class Framework:
         if not s.ok:
             if s.code == Code.ERROR:
                 return ScheduleResult(None, s)
-            diagnosis = NodeToStatus(pre_filter_message=s.message(), plugins=set(pre_plugins))
+            diagnosis = NodeToStatus.over(table, pre_filter_message=s.message(), plugins=set(pre_plugins))
             _mark_all(diagnosis, table, table.slots(), s)
             return self._failure(num_all, diagnosis, record_scores)
 
@@ -895,7 +893,7 @@ class Framework:
         if record_scores:
             diagnosis = _tally(self._diagnosis(table, rejections, nominated_rejections, extra))
             result.diagnosis = diagnosis
-            result.filtered = {name: list(st.reasons) for name, st in diagnosis.by_node.items()}
+            result.filtered = diagnosis.filtered()
 
         if len(feasible) == 1:
             # Scoring one node cannot change the answer (upstream skips PreScore/Score too).
@@ -1020,11 +1018,11 @@ class Framework:
         return [names[s] or "" for s in feasible[order].tolist()]
 
     def _failure(self, num_all: int, diagnosis: NodeToStatus, record_scores: bool) -> ScheduleResult:
-        _tally(diagnosis)
+        diagnosis.tally()
         status = Status(Code.UNSCHEDULABLE, [fit_error_message(num_all, diagnosis)])
         result = ScheduleResult(None, status, diagnosis)
         if record_scores:
-            result.filtered = {name: list(st.reasons) for name, st in diagnosis.by_node.items()}
+            result.filtered = diagnosis.filtered()
         return result
 
     def _diagnosis(
@@ -1034,19 +1032,20 @@ class Framework:
         early: list[tuple[int, Status]],
         late: list[tuple[int, Status]],
     ) -> NodeToStatus:
-        """Statuses in upstream's order of writing: nominated node first, then the main pass."""
-        diagnosis = NodeToStatus()
-        names = table.names
-        for slot, status in early:
-            diagnosis.plugins.add(status.plugin)
-            _record(diagnosis, [names[slot] or ""], status)
+        """Statuses in upstream's order of writing: nominated node first, then the main pass. Recorded as groups
+        of slots (``NodeToStatus.record``): no per-node work here."""
+        diagnosis = NodeToStatus.over(table)
+        plugins = diagnosis.plugins
+        if early:
+            plugins.update(status.plugin for _, status in early)
+            diagnosis.record_pairs(early)
         for rej in rejections:
-            diagnosis.plugins.add(rej.plugin)
+            plugins.add(rej.plugin)
             for status, slots in _group_statuses(rej):
-                _record(diagnosis, _names_of(table, slots), status)
-        for slot, status in late:
-            diagnosis.plugins.add(status.plugin)
-            _record(diagnosis, [names[slot] or ""], status)
+                diagnosis.record(slots, status)
+        if late:
+            plugins.update(status.plugin for _, status in late)
+            diagnosis.record_pairs(late)
         return diagnosis
 
     def _score_nodes(
@@ -1238,37 +1237,14 @@ def _group_statuses(rej: _Rejections) -> list[tuple[Status, np.ndarray]]:
     ]
 
 
-def _record(diagnosis: NodeToStatus, names: Iterable[str], status: Status) -> None:
-    diagnosis.by_node.update(zip(names, itertools.repeat(status)))
-
-
 def _tally(diagnosis: NodeToStatus) -> NodeToStatus:
-    """Fill ``counts`` and ``unresolvable_nodes`` from ``by_node``. Statuses are shared by the nodes a plugin
-    rejected alike, so they are grouped by identity, counted in C (thousands of nodes per failed cycle)."""
-    by_node = diagnosis.by_node
-    values = by_node.values()
-    sizes = collections.Counter(map(id, values))  # in order of first appearance
-    distinct = dict(zip(map(id, values), values, strict=True))
-    counts = diagnosis.counts
-    unresolvable: set[int] = set()
-    for key, n in sizes.items():
-        status = distinct[key]
-        for reason in status.reasons:
-            counts[reason] = counts.get(reason, 0) + n
-        if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-            unresolvable.add(key)
-    if unresolvable:
-        diagnosis.unresolvable_nodes.update(name for name, st in by_node.items() if id(st) in unresolvable)
+    """Fill ``counts`` (``NodeToStatus.tally``: per status group, not per node)."""
+    diagnosis.tally()
     return diagnosis
 
 
 def _mark_all(diagnosis: NodeToStatus, table: NodeTable, slots: np.ndarray, status: Status) -> None:
-    _record(diagnosis, _names_of(table, slots), status)
-
-
-def _names_of(table: NodeTable, slots: np.ndarray) -> list[str]:
-    """The names of live ``slots`` (a C-level map: failed cycles name thousands of nodes)."""
-    return cast("list[str]", list(map(table.names.__getitem__, slots.tolist())))
+    diagnosis.record(slots, status)
 
 
 __all__ = [

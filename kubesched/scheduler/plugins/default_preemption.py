@@ -39,7 +39,6 @@ Other ``Handle`` fields read: ``pdbs`` (a lister of PodDisruptionBudget objects;
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import random
 import time
@@ -395,7 +394,7 @@ class DefaultPreemption:
             if fw is None:
                 return None, Status.error("DefaultPreemption needs the framework on its handle")
             nominated = pod.nominated_node_name or self._in_memory_nomination(pod)
-            nominated_status = statuses.by_node.get(nominated) if nominated else None
+            nominated_status = statuses.status_of(nominated) if nominated else None
             eligible, why = self.pod_eligible_to_preempt_others(pod, nodes, nominated, nominated_status)
             if not eligible:
                 return None, Status(Code.UNSCHEDULABLE, [why])
@@ -466,9 +465,9 @@ class DefaultPreemption:
     def _find(
         self, fw: Framework, state: CycleState, pod: PodInfo, nodes: NodeTable, statuses: NodeToStatus
     ) -> Found:
-        # Slots in ascending order whose node preemption may help (one pass over the statuses, not the nodes).
-        potential = potential_slots(nodes, statuses)
-        if not potential:
+        # Slots in ascending order whose node preemption may help (from the diagnosis's groups, not per node).
+        potential = statuses.preemption_slots(nodes)
+        if not len(potential):
             return Found.of([], {}, [], self.select_candidate)
         pdbs = self.list_pdbs()
         offset, num = self.get_offset_and_num_candidates(len(potential))
@@ -480,7 +479,7 @@ class DefaultPreemption:
         state: CycleState,
         pod: PodInfo,
         nodes: NodeTable,
-        potential: Sequence[int],
+        potential: Sequence[int] | np.ndarray,
         pdbs: Sequence[PDB],
         offset: int,
         num_candidates: int,
@@ -496,7 +495,7 @@ class DefaultPreemption:
         state: CycleState,
         pod: PodInfo,
         nodes: NodeTable,
-        potential: Sequence[int],
+        potential: Sequence[int] | np.ndarray,
         pdbs: Sequence[PDB],
         offset: int,
         num_candidates: int,
@@ -513,7 +512,7 @@ class DefaultPreemption:
         errors: list[str] = []
         n = len(potential)
         for i in range(n):
-            slot = potential[(offset + i) % n]
+            slot = int(potential[(offset + i) % n])
             name = nodes.names[slot] or ""
             victims, violations, status = self.select_victims_on_node(
                 fw, state.clone(), pod, nodes, slot, pdbs
@@ -794,28 +793,6 @@ class DefaultPreemption:
         task = asyncio.get_running_loop().create_task(coro, name=what)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def potential_slots(nodes: NodeTable, statuses: NodeToStatus) -> list[int]:
-    """Slots, ascending, of the nodes rejected as UNSCHEDULABLE (preemption may help there; upstream's
-    ``nodesWherePreemptionMightHelp``). Statuses are shared per reason, so they are classified once each and
-    the thousands of names mapped in C."""
-    by_node = statuses.by_node
-    values = by_node.values()
-    distinct = dict(zip(map(id, values), values, strict=True))
-    helpful = {key for key, st in distinct.items() if st.code == Code.UNSCHEDULABLE}
-    if not helpful:
-        return []
-    if len(helpful) == len(distinct):
-        if len(by_node) == nodes.num_nodes and by_node.keys() == nodes.index.keys():
-            every: list[int] = nodes.slots().tolist()  # every node of the table (the usual case at scale)
-            return every
-        names: Any = by_node.keys()
-    else:
-        names = [name for name, st in by_node.items() if id(st) in helpful]
-    found = np.fromiter(map(nodes.index.get, names, itertools.repeat(-1)), dtype=np.intp)
-    slots: list[int] = np.sort(found[found >= 0]).tolist()
-    return slots
 
 
 def _always(nodes: NodeTable, slot: int, victim: PodInfo, preemptor: PodInfo) -> bool:

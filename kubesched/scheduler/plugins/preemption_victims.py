@@ -736,7 +736,7 @@ class FastDryRun:
         state: CycleState,
         pod: PodInfo,
         nodes: NodeTable,
-        potential: Sequence[int],
+        potential: Sequence[int] | np.ndarray,
         pdbs: Sequence[Any],
         offset: int,
         num_candidates: int,
