@@ -391,6 +391,10 @@ class DynamicResources:
 
     # -- Score ---------------------------------------------------------------------------------------------
 
+    def constant_score(self, pod: PodInfo, nodes: NodeTable) -> bool:
+        """A pod without claims scores 0 on every node, so a cycle that records no scores can skip the call."""
+        return not pod.pod["spec"].get("resourceClaims")
+
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, idx: np.ndarray) -> np.ndarray:
         s: _State | None = state.read(_KEY) if pod.pod["spec"].get("resourceClaims") else None
         if s is None or not s.has_first_available:
