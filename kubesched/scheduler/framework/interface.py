@@ -193,7 +193,7 @@ class NodeToStatus:
         pre_filter_message: str = "",
         plugins: set[str] | None = None,
     ) -> None:
-        self._by_node: dict[str, Status] | None = by_node if by_node is not None else None
+        self._by_node: dict[str, Status] | None = by_node
         self._groups: list[tuple[Status, np.ndarray]] = []
         self._table: NodeTable | None = None
         self._names: list[str] = []  # the table's names when the cycle ran (a recorded slot has one)
