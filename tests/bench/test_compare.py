@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kubesched.bench import compare
 from kubesched.bench.compare import bootstrap_interval, package_checkout
 from kubesched.cli import main
 
@@ -26,6 +27,21 @@ print("some log line")
 print(json.dumps({"workload": "SchedulingBasic", "mode": "inprocess", "measuredPods": 10,
                   "throughput": {"average": value * runs, "p50": value}, "cpuSeconds": 0.01, "check": check}))
 """
+
+
+def _made_worktrees(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The folders --compare creates for its git sides in this test (other processes on the machine may add and
+    remove worktrees of the same repository meanwhile, so the whole list is no measure)."""
+    made: list[str] = []
+    real = compare.tempfile.mkdtemp
+
+    def recording(*args: object, **kwargs: object) -> str:
+        path = real(*args, **kwargs)  # type: ignore[call-overload]
+        made.append(str(Path(path).resolve()))
+        return str(path)
+
+    monkeypatch.setattr(compare.tempfile, "mkdtemp", recording)
+    return made
 
 
 def _worktrees() -> list[str]:
@@ -117,8 +133,10 @@ def _known_good_revision() -> str:
     ).stdout.split()[-1]
 
 
-def test_git_revision_against_this_checkout_removes_its_worktree(capsys: pytest.CaptureFixture[str]) -> None:
-    before = _worktrees()
+def test_git_revision_against_this_checkout_removes_its_worktree(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = _made_worktrees(monkeypatch)
     rev = _known_good_revision()
     argv = [
         "bench",
@@ -141,17 +159,20 @@ def test_git_revision_against_this_checkout_removes_its_worktree(capsys: pytest.
     assert out["a"] == f"git:{rev} ({rev[:12]})" and out["b"] == ". (this checkout)"
     s = out["workloads"]["SchedulingBasic"]
     assert len(s["ratios"]) == 1 and s["ratios"][0] > 0 and s["a"][0] > 0 and s["b"][0] > 0
-    after = _worktrees()
-    assert after == before
-    assert not any("kubesched-compare-" in w for w in after)
+    assert len(made) == 1 and "kubesched-compare-" in made[0]
+    assert made[0] not in {str(Path(w).resolve()) for w in _worktrees()}
+    assert not Path(made[0]).exists()
 
 
-def test_unknown_revision_and_missing_command_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    before = _worktrees()
+def test_unknown_revision_and_missing_command_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = _made_worktrees(monkeypatch)
     assert main(["bench", "--compare", "git:HEAD", "git:no-such-rev-xyz"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"kubesched bench --compare: unknown git revision 'no-such-rev-xyz' in {package_checkout()}"
-    assert _worktrees() == before  # the worktree made for A is gone too
+    assert len(made) == 1  # the worktree made for A is gone too
+    assert made[0] not in {str(Path(w).resolve()) for w in _worktrees()} and not Path(made[0]).exists()
     assert main(["bench", "--compare", ".", "no-such-binary-xyz bench"]) == 2
     assert (
         capsys.readouterr().err.strip() == "kubesched bench --compare: command not found: no-such-binary-xyz"
