@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from signable_profile import POINTS
 
 from kubesched.scheduler import features
 from kubesched.scheduler.cache import Cache
@@ -23,38 +24,6 @@ from kubesched.scheduler.plugins import in_tree_catalogue
 from kubesched.scheduler.plugins.pod_topology_spread_args import PodTopologySpreadArgs
 from kubesched.scheduler.podinfo import PodInfo
 
-# A profile whose every PreFilter/Filter/PreScore/Score plugin can sign pods: the default plugins without the
-# volume and device ones, PodTopologySpread without default constraints.
-POINTS: dict[str, list[Any]] = {
-    "PreFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"],
-    "Filter": [
-        "NodeUnschedulable",
-        "NodeName",
-        "TaintToleration",
-        "NodeAffinity",
-        "NodePorts",
-        "NodeResourcesFit",
-        "PodTopologySpread",
-        "InterPodAffinity",
-    ],
-    "PreScore": [
-        "TaintToleration",
-        "NodeAffinity",
-        "NodeResourcesFit",
-        "PodTopologySpread",
-        "InterPodAffinity",
-        "NodeResourcesBalancedAllocation",
-    ],
-    "Score": [
-        ("NodeResourcesFit", 1),
-        ("NodeResourcesBalancedAllocation", 1),
-        ("ImageLocality", 1),
-        ("TaintToleration", 3),
-        ("NodeAffinity", 2),
-        ("PodTopologySpread", 2),
-        ("InterPodAffinity", 2),
-    ],
-}
 LIST_DEFAULTING = {"PodTopologySpread": PodTopologySpreadArgs.model_validate({"defaultingType": "List"})}
 
 

@@ -11,42 +11,12 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from signable_profile import POINTS
 
 from kubesched.scheduler.cache import Cache
 from kubesched.scheduler.framework import CycleState, Framework, Handle
 from kubesched.scheduler.plugins import in_tree_catalogue
 from kubesched.scheduler.podinfo import PodInfo
-
-POINTS: dict[str, list[Any]] = {
-    "PreFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"],
-    "Filter": [
-        "NodeUnschedulable",
-        "NodeName",
-        "TaintToleration",
-        "NodeAffinity",
-        "NodePorts",
-        "NodeResourcesFit",
-        "PodTopologySpread",
-        "InterPodAffinity",
-    ],
-    "PreScore": [
-        "TaintToleration",
-        "NodeAffinity",
-        "NodeResourcesFit",
-        "PodTopologySpread",
-        "InterPodAffinity",
-        "NodeResourcesBalancedAllocation",
-    ],
-    "Score": [
-        ("NodeResourcesFit", 1),
-        ("NodeResourcesBalancedAllocation", 1),
-        ("ImageLocality", 1),
-        ("TaintToleration", 3),
-        ("NodeAffinity", 2),
-        ("PodTopologySpread", 2),
-        ("InterPodAffinity", 2),
-    ],
-}
 
 TAINTS = st.sampled_from(
     [
