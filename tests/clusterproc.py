@@ -117,6 +117,24 @@ def https_get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
         return e.code, e.read().decode()
 
 
+def kill_process(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(10)
+
+
+def stop_process(proc: subprocess.Popen[str], *, grace: float) -> int:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; the exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    return proc.returncode
+
+
 @dataclass
 class SchedulerProcess:
     """A ``kubesched scheduler`` process; ``output`` collects its stdout and stderr lines as they come.
@@ -149,19 +167,10 @@ class SchedulerProcess:
 
     def kill(self) -> None:
         """SIGKILL: no lease release, no cleanup, as a crashed process."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
+        kill_process(self.proc)
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
+        return stop_process(self.proc, grace=10)
 
 
 def start_scheduler(
@@ -247,19 +256,10 @@ class ComponentProcess:
 
     def kill(self) -> None:
         """SIGKILL: no lease release, no cleanup, as a crashed process."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
+        kill_process(self.proc)
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
+        return stop_process(self.proc, grace=15)
 
 
 def start_operator(
