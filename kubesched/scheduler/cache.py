@@ -120,6 +120,7 @@ class NodeTable:
         self._slots_cache: np.ndarray | None = None
         self.node_version = 0  # bumps when the set of nodes changes
         self._listeners: list[TableListener] = []
+        self._shared: dict[str, Any] = {}
         self._grow(max(1, initial_capacity))
         self.ensure_columns()
 
@@ -220,6 +221,14 @@ class NodeTable:
     def add_listener(self, listener: TableListener) -> None:
         if listener not in self._listeners:
             self._listeners.append(listener)
+
+    def shared(self, key: str, make: Callable[[], Any]) -> Any:
+        """One object per table and ``key``, built by ``make()`` on first use: indexes several plugins keep over
+        the same pods (say, per-node pod counts) are then maintained once per pod event instead of once each."""
+        found = self._shared.get(key)
+        if found is None:
+            found = self._shared[key] = make()
+        return found
 
     def touch(self, slot: int) -> None:
         """Mark ``slot`` changed: new ``row_version`` stamp, an entry in ``change_log``."""
