@@ -357,13 +357,20 @@ class SchedulerMetrics:
         self.pod_scheduling_attempts.observe(attempts)
 
     def observe_extension_point(self, point: str, status: Code | int, profile: str, seconds: float) -> None:
-        # Several per pod: one dict lookup on the raw arguments, the label spelled once per series.
+        self.extension_point_observer(point, status, profile)(seconds)
+
+    def extension_point_observer(
+        self, point: str, status: Code | int, profile: str
+    ) -> Callable[[float], None]:
+        """The ``observe`` of one ``framework_extension_point_duration_seconds`` series, for a caller to keep:
+        the framework observes several per pod and binds each (point, status) once. The series is exposed from
+        this call on, so bind on first use."""
         key = (point, status, profile)
         series = self._extension_series.get(key)
         if series is None:
             series = self.framework_extension_point_duration.labels(point, status_label(status), profile)
             self._extension_series[key] = series
-        series.observe(seconds)
+        return series.observe
 
     def sample_plugins(self) -> bool:
         """Whether this cycle records per-plugin durations (upstream samples 10% of the cycles)."""
