@@ -594,6 +594,19 @@ class SlotMemo:
         including ones without a node; ``compute_one(slot)``, if given, is the same for one slot."""
         log = nodes.change_log
         entry = self._entries.get(key)
+        if entry is not None and entry[1] == nodes.log_epoch and len(entry[0]) == nodes.capacity:
+            # The usual cases first: nothing changed since the last lookup, or one slot (the node that took the
+            # last pod), recomputed in plain Python when the caller can.
+            values = entry[0]
+            seen = entry[2]
+            n = len(log)
+            if seen == n:
+                return values.take(idx)
+            if n - seen == 1 and compute_one is not None:
+                slot = log[seen]
+                values[slot] = compute_one(slot)
+                entry[2] = n
+                return values.take(idx)
         if (
             entry is None
             or entry[1] != nodes.log_epoch
