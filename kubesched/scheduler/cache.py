@@ -98,6 +98,9 @@ class NodeTable:
         # Cleared (and ``log_epoch`` bumped) when it gets long, so a reader behind must start over.
         self.change_log: list[int] = []
         self.log_epoch = 0
+        # Nonzero while a caller has changed ``free`` in place without ``touch`` (preemption's what-ifs, which
+        # put it back before returning): answers memoised per slot from the change log must not be used then.
+        self.unlogged_edits = 0
         self.labels: list[dict[str, str]] = []
         self.label_version = 0
         self._label_cols: dict[str, np.ndarray] = {}

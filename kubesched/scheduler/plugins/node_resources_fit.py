@@ -194,6 +194,7 @@ class NodeResourcesFit:
         self._shape = scale_shape(shape or DEFAULT_SHAPE)
         self._plans: dict[tuple[int, bytes], _FitPlan] = {}
         self._memo = SlotMemo()
+        self._short_memo = SlotMemo()
         self._reasons: dict[int, str] = {}
 
     def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
@@ -252,6 +253,8 @@ class NodeResourcesFit:
             plan = self._plan(pod, nodes)
         if len(idx) == 1:
             return self._filter_one(plan, nodes, int(idx[0]))
+        if not nodes.unlogged_edits and not np.count_nonzero(self._short_somewhere(plan, nodes, idx)):
+            return Filtered.all_pass(len(idx))
         free = nodes.free.T  # (width, capacity), rows contiguous
         if len(plan.cols) == 1:
             short_pods = free[PODS].take(idx) < 1
@@ -271,6 +274,27 @@ class NodeResourcesFit:
                 bits |= unres.astype(np.uint64) << np.uint64(2 * j + 1)
             bits |= row.astype(np.uint64) << np.uint64(2 * j)
         return Filtered(bits, plan.reasons, plan.unresolvable)
+
+    def _short_somewhere(self, plan: _FitPlan, nodes: NodeTable, idx: np.ndarray) -> np.ndarray:
+        """Per node of ``idx``: 1 if it lacks any resource the plan checks, else 0. Memoised per slot (a node's
+        answer changes only with its row), so that pods of one template, the usual case, pay one ``take``."""
+        cols, need = plan.cols, plan.need
+
+        def compute(sub: np.ndarray) -> np.ndarray:
+            free = nodes.free.T
+            short = np.zeros(len(sub), dtype=np.int64)
+            for col, amount in zip(cols, need, strict=True):
+                short |= free[col].take(sub) < amount
+            return short
+
+        def compute_one(slot: int) -> int:
+            row = nodes.free[slot].tolist()
+            for col, amount in zip(cols, need, strict=True):
+                if row[col] < amount:
+                    return 1
+            return 0
+
+        return self._short_memo.get(nodes, (cols, need), idx, compute, compute_one)
 
     @staticmethod
     def _filter_one(plan: _FitPlan, nodes: NodeTable, slot: int) -> Filtered:
