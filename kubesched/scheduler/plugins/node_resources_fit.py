@@ -193,6 +193,8 @@ class NodeResourcesFit:
         shape = tuple((p.utilization, p.score) for p in ratio.shape) if ratio is not None else ()
         self._shape = scale_shape(shape or DEFAULT_SHAPE)
         self._plans: dict[tuple[int, bytes], _FitPlan] = {}
+        # The last plan with the request vector (held, so its identity is not reused) and table width it is for.
+        self._last_plan: tuple[np.ndarray, int, _FitPlan] | None = None
         self._memo = SlotMemo()
         self._short_memo = SlotMemo()
         self._reasons: dict[int, str] = {}
@@ -216,11 +218,15 @@ class NodeResourcesFit:
         return name in self.ignored_resources or name.split("/", 1)[0] in self.ignored_groups
 
     def _plan(self, pod: PodInfo, nodes: NodeTable) -> _FitPlan:
+        last = self._last_plan
+        if last is not None and last[0] is pod.requests and last[1] == nodes.width:
+            return last[2]  # pods of one template share their (read-only) request vector
         if len(pod.requests) > nodes.width:
             nodes.ensure_columns()  # the pod brought a resource name no node has yet
         key = (nodes.width, pod.requests.tobytes())
         plan = self._plans.get(key)
         if plan is not None:
+            self._last_plan = (pod.requests, nodes.width, plan)
             return plan
         names = nodes.res.names
         cols = [PODS] + [
@@ -239,6 +245,7 @@ class NodeResourcesFit:
         if len(self._plans) > 4096:
             self._plans.clear()
         self._plans[key] = plan
+        self._last_plan = (pod.requests, nodes.width, plan)
         return plan
 
     def pre_filter(
