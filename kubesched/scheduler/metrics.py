@@ -131,6 +131,57 @@ class FastHistogram:
         return [family]
 
 
+class _Count:
+    """One label set of a ``FastCounter``: a plain number."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: float = 0
+
+    def inc(self, amount: float = 1) -> None:
+        if amount < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        self.value += amount
+
+
+class FastCounter:
+    """A counter exposed exactly like prometheus_client's ``Counter`` (``<name>_total`` samples, float values, no
+    ``_created``) whose series are plain numbers: counted with an addition and no lock, as the scheduling loop and
+    the queue count every pod. Single-threaded use."""
+
+    def __init__(
+        self, name: str, documentation: str, labelnames: Iterable[str] = (), *, registry: CollectorRegistry
+    ) -> None:
+        self.name = name[:-6] if name.endswith("_total") else name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self._series: dict[tuple[str, ...], _Count] = {}
+        if not self.labelnames:
+            self.labels()  # an unlabelled counter is exposed (zero) from the start
+        registry.register(self)
+
+    def labels(self, *values: str) -> _Count:
+        count = self._series.get(values)
+        if count is None:
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name}: expected labels {self.labelnames}, got {values}")
+            count = self._series[values] = _Count()
+        return count
+
+    def inc(self, amount: float = 1) -> None:
+        self.labels().inc(amount)
+
+    def describe(self) -> list[Metric]:
+        return [CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)]
+
+    def collect(self) -> list[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, count in list(self._series.items()):
+            family.add_metric(list(values), float(count.value))
+        return [family]
+
+
 class BatchCounts(Protocol):
     attempts: dict[str, int]
     flushes: dict[str, int]
@@ -205,7 +256,7 @@ class SchedulerMetrics:
             return f"{SUBSYSTEM}_{short}"
 
         # prometheus_client appends ``_total`` to counters itself.
-        self.schedule_attempts = Counter(
+        self.schedule_attempts = FastCounter(
             name("schedule_attempts"),
             "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be "
             "scheduled, while 'error' means an internal scheduler problem.",
@@ -279,7 +330,7 @@ class SchedulerMetrics:
             buckets=exponential_buckets(0.00001, 1.5, 20),
             registry=reg,
         )
-        self.queue_incoming_pods = Counter(
+        self.queue_incoming_pods = FastCounter(
             name("queue_incoming_pods"),
             "Number of pods added to scheduling queues by event and queue type.",
             ["queue", "event"],
@@ -329,11 +380,17 @@ class SchedulerMetrics:
         )
         self._children: dict[tuple[object, ...], object] = {}
         self._extension_series: dict[tuple[str, Code | int, str], _Series] = {}
+        # The series the scheduling loop and the queue record into for every pod, found once per label set.
+        self._attempt_series: dict[tuple[str, str], tuple[_Count, _Series]] = {}
+        self._sli_series: dict[int, _Series] = {}
+        self._incoming: dict[tuple[str, str], _Count] = {}
+        self._algorithm_series = self.scheduling_algorithm_duration.labels()
+        self._attempts_series = self.pod_scheduling_attempts.labels()
         self._without_created = _WithoutCreated(reg)
 
     # -- child cache --------------------------------------------------------------------------------------------
 
-    def _child(self, metric: Counter | Gauge | Histogram | FastHistogram, *labels: str) -> Any:
+    def _child(self, metric: Counter | Gauge | Histogram | FastHistogram | FastCounter, *labels: str) -> Any:
         key = (id(metric), *labels)
         child = self._children.get(key)
         if child is None:
@@ -345,25 +402,43 @@ class SchedulerMetrics:
 
     def observe_attempt(self, result: str, profile: str, seconds: float) -> None:
         """One scheduling attempt ended with ``result`` (scheduled / unschedulable / error)."""
-        self._child(self.schedule_attempts, result, profile).inc()
-        self._child(self.scheduling_attempt_duration, result, profile).observe(seconds)
+        pair = self._attempt_series.get((result, profile))
+        if pair is None:
+            pair = (
+                self.schedule_attempts.labels(result, profile),
+                self.scheduling_attempt_duration.labels(result, profile),
+            )
+            self._attempt_series[result, profile] = pair
+        count, series = pair
+        count.value += 1
+        series.observe(seconds)
 
     def observe_algorithm(self, seconds: float) -> None:
-        self.scheduling_algorithm_duration.observe(seconds)
+        self._algorithm_series.observe(seconds)
 
     def observe_pod_scheduled(self, attempts: int, sli_seconds: float) -> None:
         """A pod got bound after ``attempts`` attempts, ``sli_seconds`` after it first entered the queue."""
-        self._child(self.pod_scheduling_sli_duration, str(attempts)).observe(sli_seconds)
-        self.pod_scheduling_attempts.observe(attempts)
+        series = self._sli_series.get(attempts)
+        if series is None:
+            series = self._sli_series[attempts] = self.pod_scheduling_sli_duration.labels(str(attempts))
+        series.observe(sli_seconds)
+        self._attempts_series.observe(attempts)
 
     def observe_extension_point(self, point: str, status: Code | int, profile: str, seconds: float) -> None:
-        # Several per pod: one dict lookup on the raw arguments, the label spelled once per series.
+        self.extension_point_observer(point, status, profile)(seconds)
+
+    def extension_point_observer(
+        self, point: str, status: Code | int, profile: str
+    ) -> Callable[[float], None]:
+        """The ``observe`` of one ``framework_extension_point_duration_seconds`` series, for a caller to keep:
+        the framework observes several per pod and binds each (point, status) once. The series is exposed from
+        this call on, so bind on first use."""
         key = (point, status, profile)
         series = self._extension_series.get(key)
         if series is None:
             series = self.framework_extension_point_duration.labels(point, status_label(status), profile)
             self._extension_series[key] = series
-        series.observe(seconds)
+        return series.observe
 
     def sample_plugins(self) -> bool:
         """Whether this cycle records per-plugin durations (upstream samples 10% of the cycles)."""
@@ -386,7 +461,10 @@ class SchedulerMetrics:
     # -- queue --------------------------------------------------------------------------------------------------
 
     def count_incoming(self, queue: str, event: str, n: int = 1) -> None:
-        self._child(self.queue_incoming_pods, queue, event).inc(n)
+        count = self._incoming.get((queue, event))
+        if count is None:
+            count = self._incoming[queue, event] = self.queue_incoming_pods.labels(queue, event)
+        count.inc(n)
 
     def add_unschedulable_reasons(self, plugins: Iterable[str], profile: str, delta: int) -> None:
         for plugin in plugins:

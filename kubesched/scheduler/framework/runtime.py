@@ -15,13 +15,11 @@ rejects nothing and its bits are not inspected; a Score plugin whose results are
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
 import logging
 import random
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -85,51 +83,22 @@ _POINT_BY_KEY = {p.lower(): p for p in _POINT_PROTOCOLS}
 _OK = Status.success()  # the shared success status most plugins answer
 
 
-def _status_in(result: Any) -> Code:
-    """The code of the Status a run_* method returned (alone or in a tuple); none means success."""
-    if isinstance(result, Status):
-        return result.code
-    if isinstance(result, tuple):
-        for item in result:
-            if isinstance(item, Status):
-                return item.code
-    return Code.SUCCESS
+def _discard(seconds: float) -> None:
+    """The extension-point observer of a framework without metrics."""
 
 
-def _measured(point: str) -> Callable[[Any], Any]:
-    """Record a method's run in ``framework_extension_point_duration_seconds{extension_point=point}`` with the
-    code of the Status it returns (ERROR if it raises), when the handle has metrics."""
-
-    def wrap(method: Any) -> Any:
-        if inspect.iscoroutinefunction(method):
-
-            @functools.wraps(method)
-            async def run_async(self: Framework, *args: Any, **kwargs: Any) -> Any:
-                started = time.perf_counter()
-                code = Code.ERROR
-                try:
-                    result = await method(self, *args, **kwargs)
-                    code = _status_in(result)
-                    return result
-                finally:
-                    self._observe(point, code, started)
-
-            return run_async
-
-        @functools.wraps(method)
-        def run(self: Framework, *args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            code = Code.ERROR
-            try:
-                result = method(self, *args, **kwargs)
-                code = _status_in(result)
-                return result
-            finally:
-                self._observe(point, code, started)
-
-        return run
-
-    return wrap
+def _bind_observer(metrics: Any, point: str, code: Code, profile: str) -> Callable[[float], None]:
+    """What records one run of ``point`` that ended with ``code``: the bound ``observe`` of its
+    ``framework_extension_point_duration_seconds`` series (a ``SchedulerMetrics``), or a call of
+    ``observe_extension_point`` (any other metrics object)."""
+    if metrics is None:
+        return _discard
+    bind = getattr(metrics, "extension_point_observer", None)
+    if bind is not None:
+        observer: Callable[[float], None] = bind(point, code, profile)
+        return observer
+    observe = metrics.observe_extension_point
+    return lambda seconds: observe(point, code, profile, seconds)
 
 
 def _point_name(key: str) -> str:
@@ -288,7 +257,8 @@ class Framework:
         self._reserve: list[Any] = []
         self._permit: list[Any] = []
         self._pre_bind: list[Any] = []
-        self._bind: list[Any] = []
+        # Bind plugins with the status that says one of them bound the pod (shared: it names the plugin).
+        self._bind: list[tuple[Any, Status]] = []
         self._post_bind: list[Any] = []
         # Opportunistic batching (KEP-5598): None when the feature gate is off. ``_signers``: the plugins that sign
         # pods, found on first use ([] when some PreFilter/Filter/PreScore/Score plugin cannot sign any pod).
@@ -303,6 +273,18 @@ class Framework:
         self._can_sign = False
         self._cycles = 0
         self._tie_rng = np.random.default_rng(seed)
+        # Extension-point durations: one observer per (point, code), bound on first use (a bound series is
+        # exposed, so none is bound before its point ran); the hot points' success observers are attributes.
+        self._observers: dict[tuple[str, Code], Callable[[float], None]] = {}
+        self._ok_pre_filter = self._success_observer("_ok_pre_filter", "PreFilter")
+        self._ok_filter = self._success_observer("_ok_filter", "Filter")
+        self._ok_pre_score = self._success_observer("_ok_pre_score", "PreScore")
+        self._ok_score = self._success_observer("_ok_score", "Score")
+        self._ok_reserve = self._success_observer("_ok_reserve", "Reserve")
+        self._ok_permit = self._success_observer("_ok_permit", "Permit")
+        self._ok_pre_bind = self._success_observer("_ok_pre_bind", "PreBind")
+        self._ok_bind = self._success_observer("_ok_bind", "Bind")
+        self._ok_post_bind = self._success_observer("_ok_post_bind", "PostBind")
 
     # --- construction --------------------------------------------------------------------------------------
 
@@ -413,7 +395,7 @@ class Framework:
         elif point == "PreBind":
             self._pre_bind.append(plugin)
         elif point == "Bind":
-            self._bind.append(plugin)
+            self._bind.append((plugin, Status(Code.SUCCESS, [], name)))
         elif point == "PostBind":
             self._post_bind.append(plugin)
 
@@ -452,10 +434,28 @@ class Framework:
 
     # --- queueing points -----------------------------------------------------------------------------------
 
+    def _observer(self, point: str, code: Code) -> Callable[[float], None]:
+        key = (point, code)
+        observer = self._observers.get(key)
+        if observer is None:
+            observer = _bind_observer(self.handle.metrics, point, code, self.scheduler_name)
+            self._observers[key] = observer
+        return observer
+
     def _observe(self, point: str, code: Code, started: float) -> None:
-        metrics = self.handle.metrics
-        if metrics is not None:
-            metrics.observe_extension_point(point, code, self.scheduler_name, time.perf_counter() - started)
+        """Record a run of ``point`` begun at ``started`` (``perf_counter``) that ended with ``code``."""
+        self._observer(point, code)(perf_counter() - started)
+
+    def _success_observer(self, attr: str, point: str) -> Callable[[float], None]:
+        """A stand-in for attribute ``attr`` that binds the success observer of ``point`` on its first call and
+        puts it in its own place."""
+
+        def first(seconds: float) -> None:
+            observer = self._observer(point, Code.SUCCESS)
+            setattr(self, attr, observer)
+            observer(seconds)
+
+        return first
 
     def queue_sort_key(self, qpod: QueuedPodInfo) -> tuple[Any, ...]:
         if self._queue_sort is None:
@@ -475,7 +475,6 @@ class Framework:
 
     # --- PreFilter / Filter --------------------------------------------------------------------------------
 
-    @_measured("PreFilter")
     def run_pre_filter(
         self, state: CycleState, pod: PodInfo
     ) -> tuple[PreFilterResult | None, Status, set[str]]:
@@ -484,6 +483,22 @@ class Framework:
         A plugin answering SKIP has its Filter skipped this cycle; a restriction from several plugins is
         their intersection.
         """
+        started = perf_counter()
+        try:
+            out = self._pre_filter_plugins(state, pod)
+        except BaseException:
+            self._observe("PreFilter", Code.ERROR, started)
+            raise
+        s = out[1]
+        if s is _OK:
+            self._ok_pre_filter(perf_counter() - started)
+        else:
+            self._observe("PreFilter", s.code, started)
+        return out
+
+    def _pre_filter_plugins(
+        self, state: CycleState, pod: PodInfo
+    ) -> tuple[PreFilterResult | None, Status, set[str]]:
         table = self.nodes
         table.ensure_columns()
         names: set[str] | None = None
@@ -704,7 +719,6 @@ class Framework:
                 out.append((slot, s))
         return out
 
-    @_measured("Filter")  # once per cycle over all nodes, as upstream's findNodesThatPassFilters
     def _find_feasible(
         self,
         state: CycleState,
@@ -716,7 +730,26 @@ class Framework:
     ) -> tuple[np.ndarray, list[_Rejections], list[tuple[int, Status]], int]:
         """Filter ``candidates`` from ``start`` (wrapping around) in chunks until ``num_to_find`` nodes pass.
         Returns (feasible slots in evaluation order, rejections, extra (slot, status) rejections, number of
-        nodes processed)."""
+        nodes processed). Observed as the Filter point (once per cycle over all nodes, as upstream's
+        findNodesThatPassFilters)."""
+        started = perf_counter()
+        try:
+            out = self._find_feasible_chunks(state, pod, table, candidates, start, num_to_find)
+        except BaseException:
+            self._observe("Filter", Code.ERROR, started)
+            raise
+        self._ok_filter(perf_counter() - started)
+        return out
+
+    def _find_feasible_chunks(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        table: NodeTable,
+        candidates: np.ndarray,
+        start: int,
+        num_to_find: int,
+    ) -> tuple[np.ndarray, list[_Rejections], list[tuple[int, Status]], int]:
         n = len(candidates)
         found_parts: list[np.ndarray] = []
         rejections: list[_Rejections] = []
@@ -1051,7 +1084,7 @@ class Framework:
     def _score_nodes(
         self, state: CycleState, pod: PodInfo, table: NodeTable, feasible: np.ndarray, record: bool
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        started = time.perf_counter()
+        started = perf_counter()
         skip = state.skip_score
         if not record:
             # A plugin whose Score is the same on every node this cycle adds a constant to every total: the choice
@@ -1070,8 +1103,9 @@ class Framework:
             elif not s.ok:
                 self._observe("PreScore", Code.ERROR, started)
                 raise _ScoreError(f'running PreScore plugin "{pl.name}": {s.message()}')
-        self._observe("PreScore", Code.SUCCESS, started)
-        started = time.perf_counter()
+        now = perf_counter()
+        self._ok_pre_score(now - started)
+        started = now
         total = np.zeros(len(feasible), dtype=np.int64)
         per_plugin: dict[str, np.ndarray] = {}
         for pl, weight, normalize, check in self._score:
@@ -1095,17 +1129,28 @@ class Framework:
                 total += scores * weight
             if record:
                 per_plugin[pl.name] = np.asarray(scores, dtype=np.int64) * weight
-        self._observe("Score", Code.SUCCESS, started)
+        self._ok_score(perf_counter() - started)
         return total, per_plugin
 
     # --- PostFilter ----------------------------------------------------------------------------------------
 
-    @_measured("PostFilter")
     async def run_post_filter(
         self, state: CycleState, pod: PodInfo, diagnosis: NodeToStatus
     ) -> tuple[str | None, Status]:
         """PostFilter plugins (preemption). Success or an unresolvable answer stops the run; rejections are
         collected and their reasons joined (the message that follows the FitError in FailedScheduling)."""
+        started = perf_counter()
+        code = Code.ERROR
+        try:
+            node, status = await self._post_filter_plugins(state, pod, diagnosis)
+            code = status.code
+            return node, status
+        finally:
+            self._observe("PostFilter", code, started)
+
+    async def _post_filter_plugins(
+        self, state: CycleState, pod: PodInfo, diagnosis: NodeToStatus
+    ) -> tuple[str | None, Status]:
         nominated: str | None = None
         reasons: list[str] = []
         rejector = ""
@@ -1124,35 +1169,65 @@ class Framework:
         return nominated, Status(Code.UNSCHEDULABLE, reasons, rejector)
 
     # --- Reserve / Permit / binding -------------------------------------------------------------------------
+    # Each run is observed in framework_extension_point_duration_seconds with the code of the Status it answers,
+    # ERROR when a plugin raises; a plugin's shared success status is checked by identity first.
 
-    @_measured("Reserve")
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """Reserve plugins in order; on failure the caller runs ``run_unreserve``."""
-        for pl in self._reserve:
-            s = pl.reserve(state, pod, node_name)
-            if not s.ok:
+        started = perf_counter()
+        try:
+            for pl in self._reserve:
+                s = pl.reserve(state, pod, node_name)
+                if s is _OK or s.code == Code.SUCCESS:
+                    continue
                 if s.rejected:
-                    return Status(s.code, list(s.reasons), pl.name)
-                return Status(Code.ERROR, [f'running Reserve plugin "{pl.name}": {s.message()}'], pl.name)
-        return Status.success()
+                    s = Status(s.code, list(s.reasons), pl.name)
+                else:
+                    s = Status(Code.ERROR, [f'running Reserve plugin "{pl.name}": {s.message()}'], pl.name)
+                self._observe("Reserve", s.code, started)
+                return s
+        except BaseException:
+            self._observe("Reserve", Code.ERROR, started)
+            raise
+        self._ok_reserve(perf_counter() - started)
+        return _OK
 
-    @_measured("Unreserve")
     def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         """Unreserve in reverse order; it must not fail, so errors are logged and the rest still run."""
-        for pl in reversed(self._reserve):
-            try:
-                pl.unreserve(state, pod, node_name)
-            except Exception:
-                log.exception("Unreserve of plugin %s failed for pod %s", pl.name, pod.key)
+        started = perf_counter()
+        code = Code.ERROR
+        try:
+            for pl in reversed(self._reserve):
+                try:
+                    pl.unreserve(state, pod, node_name)
+                except Exception:
+                    log.exception("Unreserve of plugin %s failed for pod %s", pl.name, pod.key)
+            code = Code.SUCCESS
+        finally:
+            self._observe("Unreserve", code, started)
 
-    @_measured("Permit")
     def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, dict[str, float]]:
         """Permit plugins: (status, plugin -> wait timeout). WAIT when some plugin waits and none rejected;
         timeouts are capped at 15 minutes as upstream."""
+        started = perf_counter()
+        try:
+            s, waits = self._permit_plugins(state, pod, node_name)
+        except BaseException:
+            self._observe("Permit", Code.ERROR, started)
+            raise
+        if s is _OK:
+            self._ok_permit(perf_counter() - started)
+        else:
+            self._observe("Permit", s.code, started)
+        return s, waits
+
+    def _permit_plugins(
+        self, state: CycleState, pod: PodInfo, node_name: str
+    ) -> tuple[Status, dict[str, float]]:
         waits: dict[str, float] = {}
         for pl in self._permit:
             s, timeout = pl.permit(state, pod, node_name)
-            if s.ok:
+            if s is _OK or s.code == Code.SUCCESS:
                 continue
             if s.rejected:
                 return Status(s.code, list(s.reasons), pl.name), {}
@@ -1162,40 +1237,63 @@ class Framework:
             return Status(Code.ERROR, [f'running Permit plugin "{pl.name}": {s.message()}'], pl.name), {}
         if waits:
             return Status(Code.WAIT, ["one or more plugins asked to wait and no plugin rejected pod"]), waits
-        return Status.success(), {}
+        return _OK, {}
 
-    @_measured("PreBind")
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
-        for pl in self._pre_bind:
-            s = await pl.pre_bind(state, pod, node_name)
-            if not s.ok:
+        started = perf_counter()
+        try:
+            for pl in self._pre_bind:
+                s = await pl.pre_bind(state, pod, node_name)
+                if s is _OK or s.code == Code.SUCCESS:
+                    continue
                 if s.rejected:
-                    return Status(s.code, list(s.reasons), pl.name)
-                return Status(Code.ERROR, [f'running PreBind plugin "{pl.name}": {s.message()}'], pl.name)
-        return Status.success()
+                    s = Status(s.code, list(s.reasons), pl.name)
+                else:
+                    s = Status(Code.ERROR, [f'running PreBind plugin "{pl.name}": {s.message()}'], pl.name)
+                self._observe("PreBind", s.code, started)
+                return s
+        except BaseException:
+            self._observe("PreBind", Code.ERROR, started)
+            raise
+        self._ok_pre_bind(perf_counter() - started)
+        return _OK
 
-    @_measured("Bind")
     async def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """The first Bind plugin that does not SKIP binds; SKIP from all (or none configured) is SKIP."""
-        status = Status.skip()
-        for pl in self._bind:
-            status = await pl.bind(state, pod, node_name)
-            if status.is_skip:
-                continue
-            if not status.ok:
+        started = perf_counter()
+        try:
+            status = Status.skip()
+            for pl, bound in self._bind:
+                status = await pl.bind(state, pod, node_name)
+                if status.code == Code.SKIP:
+                    continue
+                if status is _OK or status.code == Code.SUCCESS:
+                    self._ok_bind(perf_counter() - started)
+                    return bound
                 if status.rejected:
-                    return Status(status.code, list(status.reasons), pl.name)
-                return Status(Code.ERROR, [f'running Bind plugin "{pl.name}": {status.message()}'], pl.name)
-            return Status(Code.SUCCESS, [], pl.name)
+                    status = Status(status.code, list(status.reasons), pl.name)
+                else:
+                    msg = f'running Bind plugin "{pl.name}": {status.message()}'
+                    status = Status(Code.ERROR, [msg], pl.name)
+                break
+        except BaseException:
+            self._observe("Bind", Code.ERROR, started)
+            raise
+        self._observe("Bind", status.code, started)
         return status
 
-    @_measured("PostBind")
     def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
-        for pl in self._post_bind:
-            try:
-                pl.post_bind(state, pod, node_name)
-            except Exception:
-                log.exception("PostBind plugin %s failed for pod %s", pl.name, pod.key)
+        started = perf_counter()
+        try:
+            for pl in self._post_bind:
+                try:
+                    pl.post_bind(state, pod, node_name)
+                except Exception:
+                    log.exception("PostBind plugin %s failed for pod %s", pl.name, pod.key)
+        except BaseException:
+            self._observe("PostBind", Code.ERROR, started)
+            raise
+        self._ok_post_bind(perf_counter() - started)
 
 
 class _ScoreError(Exception):
