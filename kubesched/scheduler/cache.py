@@ -456,12 +456,15 @@ class NodeTable:
             slot = self._take_slot(node_name)
         if len(pi.requests) > self._width:
             self.ensure_columns()
+        # In place on row views (``a[i, :n] += r`` would also assign the view back onto itself).
         n = len(pi.requests)
-        self.requested[slot, :n] += pi.requests
-        self.free[slot, :n] -= pi.requests
-        nz = self.nonzero_requested[slot]
-        nz[0] += pi.nonzero_cpu
-        nz[1] += pi.nonzero_mem
+        row = self.requested[slot, :n]
+        row += pi.requests
+        row = self.free[slot, :n]
+        row -= pi.requests
+        nz = self.nonzero_requested
+        nz[slot, 0] += pi.nonzero_cpu
+        nz[slot, 1] += pi.nonzero_mem
         self._pods[slot][pi.uid] = pi
         self._pod_slot[pi.uid] = slot
         self.touch(slot)
@@ -486,11 +489,13 @@ class NodeTable:
         pi = self._pods[slot].pop(uid)
         self.touch(slot)
         n = len(pi.requests)
-        self.requested[slot, :n] -= pi.requests
-        self.free[slot, :n] += pi.requests
-        nz = self.nonzero_requested[slot]
-        nz[0] -= pi.nonzero_cpu
-        nz[1] -= pi.nonzero_mem
+        row = self.requested[slot, :n]
+        row -= pi.requests
+        row = self.free[slot, :n]
+        row += pi.requests
+        nz = self.nonzero_requested
+        nz[slot, 0] -= pi.nonzero_cpu
+        nz[slot, 1] -= pi.nonzero_mem
         if pi.host_ports:
             counts = self._port_counts[slot]
             used = self.used_ports[slot]
