@@ -259,8 +259,10 @@ class _Heap:
     def push(self, uid: str, key: Any) -> None:
         seq = next(self._seq)
         self._live[uid] = seq
-        heapq.heappush(self._heap, (key, seq, uid))
-        if len(self._heap) > 64 and len(self._heap) > 2 * len(self._live):
+        heap = self._heap
+        heapq.heappush(heap, (key, seq, uid))
+        size = len(heap)
+        if size > 64 and size > 2 * len(self._live):
             self._compact()
 
     def remove(self, uid: str) -> bool:
@@ -522,10 +524,9 @@ class SchedulingQueue:
         entry.latest = None
         entry.force_requeue = False
         self._inflight[qpi.pod_info.uid] = self.scheduling_cycle
-        if self.metrics is not None:
+        if self.metrics is not None and (qpi.unschedulable_plugins or qpi.pending_plugins):
             rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
-            if rejectors:
-                self.metrics.add_unschedulable_reasons(rejectors, qpi.pod_info.scheduler_name, -1)
+            self.metrics.add_unschedulable_reasons(rejectors, qpi.pod_info.scheduler_name, -1)
         return qpi
 
     def done(self, uid: str) -> None:
@@ -850,7 +851,8 @@ class SchedulingQueue:
         qpi = entry.qpi
         if qpi.initial_attempt_ts is None:
             qpi.initial_attempt_ts = self.clock()
-        self._detach(entry)
+        if entry.where:  # (_gate detached it already when it ran)
+            self._detach(entry)
         entry.where = ACTIVE
         self._active.push(qpi.pod_info.uid, self.sort_key(qpi))
         self._count_incoming(ACTIVE, event)
