@@ -590,7 +590,8 @@ class SlotMemo:
     def __init__(self, max_keys: int = 32, dtype: Any = np.int64) -> None:
         self.max_keys = max_keys
         self.dtype = dtype
-        self._entries: dict[Any, list[Any]] = {}  # key -> [values, log epoch, log position]
+        # key -> [values, log epoch, log position] (+ [number of nonzero values] once count_nonzero asked)
+        self._entries: dict[Any, list[Any]] = {}
 
     def get(
         self,
@@ -616,6 +617,8 @@ class SlotMemo:
                 slot = log[seen]
                 values[slot] = compute_one(slot)
                 entry[2] = n
+                if len(entry) > 3:
+                    del entry[3:]  # count_nonzero's count, not kept here
                 return values.take(idx)
         if (
             entry is None
@@ -642,10 +645,51 @@ class SlotMemo:
                 changed = np.array(sorted(set(pending)), dtype=np.intp)
                 values[changed] = compute(changed)
             entry[2] = len(log)
+            del entry[3:]  # count_nonzero's count, not kept here
         return values.take(idx)
+
+    def count_nonzero(
+        self,
+        nodes: NodeTable,
+        key: Any,
+        compute: Callable[[np.ndarray], np.ndarray],
+        compute_one: Callable[[int], int],
+    ) -> int:
+        """How many slots have a nonzero answer (``compute`` over every existing node; slots of removed nodes
+        may count too, so 0 means "no node at all", whatever the candidates). Kept as a count, so that pods of
+        one shape ask it in plain Python: "does any node lack what this pod needs?" answered without arrays."""
+        entry = self._entries.get(key)
+        if (
+            entry is not None
+            and len(entry) == 4
+            and entry[1] == nodes.log_epoch
+            and len(entry[0]) == nodes.capacity
+        ):
+            log = nodes.change_log
+            seen = entry[2]
+            n = len(log)
+            if seen == n:
+                return entry[3]
+            if n - seen == 1:
+                values = entry[0]
+                slot = log[seen]
+                new = compute_one(slot)
+                entry[3] += (new != 0) - (int(values[slot]) != 0)
+                values[slot] = new
+                entry[2] = n
+                return entry[3]
+        self.get(nodes, key, _NO_SLOTS, compute, compute_one)  # brings the values up to date
+        entry = self._entries[key]
+        count = int(np.count_nonzero(entry[0]))
+        del entry[3:]
+        entry.append(count)
+        return count
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+_NO_SLOTS = np.zeros(0, dtype=np.intp)
 
 
 class Cache:

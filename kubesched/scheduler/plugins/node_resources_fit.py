@@ -260,7 +260,7 @@ class NodeResourcesFit:
             plan = self._plan(pod, nodes)
         if len(idx) == 1:
             return self._filter_one(plan, nodes, int(idx[0]))
-        if not nodes.unlogged_edits and not np.count_nonzero(self._short_somewhere(plan, nodes, idx)):
+        if not nodes.unlogged_edits and not self._short_somewhere(plan, nodes):
             return Filtered.all_pass(len(idx))
         free = nodes.free.T  # (width, capacity), rows contiguous
         if len(plan.cols) == 1:
@@ -282,9 +282,10 @@ class NodeResourcesFit:
             bits |= row.astype(np.uint64) << np.uint64(2 * j)
         return Filtered(bits, plan.reasons, plan.unresolvable)
 
-    def _short_somewhere(self, plan: _FitPlan, nodes: NodeTable, idx: np.ndarray) -> np.ndarray:
-        """Per node of ``idx``: 1 if it lacks any resource the plan checks, else 0. Memoised per slot (a node's
-        answer changes only with its row), so that pods of one template, the usual case, pay one ``take``."""
+    def _short_somewhere(self, plan: _FitPlan, nodes: NodeTable) -> int:
+        """How many nodes lack some resource the plan checks (removed nodes' slots may count too). Memoised per
+        slot (a node's answer changes only with its row), so that for pods of one template, the usual case, the
+        answer is kept up to date from the one node that changed, in plain Python."""
         cols, need = plan.cols, plan.need
 
         def compute(sub: np.ndarray) -> np.ndarray:
@@ -301,7 +302,7 @@ class NodeResourcesFit:
                     return 1
             return 0
 
-        return self._short_memo.get(nodes, (cols, need), idx, compute, compute_one)
+        return self._short_memo.count_nonzero(nodes, (cols, need), compute, compute_one)
 
     @staticmethod
     def _filter_one(plan: _FitPlan, nodes: NodeTable, slot: int) -> Filtered:
