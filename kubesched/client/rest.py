@@ -189,18 +189,26 @@ class TokenBucket:
         self._tokens = float(burst)
         self._last = clock()
 
-    async def wait(self) -> None:
+    def reserve(self) -> float:
+        """Take a token now; returns how long to wait before using it (0.0: at once); see :meth:`pause`."""
         now = self._clock()
         self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
         self._last = now
         self._tokens -= 1.0
-        if self._tokens >= 0.0:
-            return
+        return 0.0 if self._tokens >= 0.0 else -self._tokens / self.qps
+
+    async def pause(self, delay: float) -> None:
+        """Wait out a reservation's ``delay``; cancelled, the token is given back."""
         try:
-            await self._sleep(-self._tokens / self.qps)
+            await self._sleep(delay)
         except asyncio.CancelledError:
-            self._tokens += 1.0  # give the reservation back
+            self._tokens += 1.0
             raise
+
+    async def wait(self) -> None:
+        delay = self.reserve()
+        if delay > 0.0:
+            await self.pause(delay)
 
 
 class LineSplitter:
@@ -340,12 +348,18 @@ class _LeanResponse:
 class _LeanConnection(asyncio.Protocol):
     """One kept-alive HTTP/1.1 connection carrying one request at a time. Responses are parsed by httptools
     (llhttp, the parser Node.js and uvicorn use): Content-Length, chunked and 1xx interim answers; a body
-    delimited by the end of the connection is completed in ``connection_lost``."""
+    delimited by the end of the connection is completed in ``connection_lost``. One parser serves every
+    response of the connection (llhttp starts over after each complete message).
 
-    def __init__(self) -> None:
+    With a ``pool``, a keep-alive answer hands the connection straight back to it (the next queued request
+    goes out at once) and a closed connection is dropped from it."""
+
+    def __init__(self, pool: _LeanPool | None = None) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = 0.0
+        self.deadline = 0.0  # of the request in flight (loop time); the pool's timer enforces it
+        self._pool = pool
         self._parser: httptools.HttpResponseParser | None = None
         self._waiter: asyncio.Future[_LeanResponse] | None = None
         self._headers: dict[str, str] = {}
@@ -375,7 +389,6 @@ class _LeanConnection(asyncio.Protocol):
             self._fail(aiohttp.ClientPayloadError(f"malformed response: {e}"))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
         headers = self._headers
         if (
             self._waiter is not None
@@ -385,9 +398,12 @@ class _LeanConnection(asyncio.Protocol):
             and "chunked" not in headers.get("transfer-encoding", "").lower()
         ):
             # A body delimited by the end of the connection.
-            self._complete(
-                _LeanResponse(self._parser.get_status_code(), headers, b"".join(self._body), False)
-            )
+            waiter, self._waiter = self._waiter, None
+            if not waiter.done():
+                waiter.set_result(
+                    _LeanResponse(self._parser.get_status_code(), headers, b"".join(self._body), False)
+                )
+            self.close()
             return
         self._fail(aiohttp.ServerDisconnectedError(repr(exc) if exc else None))
 
@@ -418,29 +434,30 @@ class _LeanConnection(asyncio.Protocol):
             self._head_bytes = 0
             return
         keep_alive = parser.should_keep_alive()
-        self._complete(_LeanResponse(status, self._headers, b"".join(self._body), keep_alive))
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():  # done: cancelled or timed out meanwhile
+            waiter.set_result(_LeanResponse(status, self._headers, b"".join(self._body), keep_alive))
         if not keep_alive:
             self.close()
+        elif self._pool is not None:
+            self._pool.release(self)
 
     # -- use --
 
-    def _complete(self, resp: _LeanResponse) -> None:
-        waiter, self._waiter = self._waiter, None
-        self._parser = None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(resp)
-
     def _fail(self, exc: Exception) -> None:
-        self.close()
         waiter, self._waiter = self._waiter, None
-        self._parser = None
+        self.close()
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
 
     def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.close()
+        if not self.closed:
+            self.closed = True
+            self._parser = None
+            if self.transport is not None:
+                self.transport.close()
+            if self._pool is not None:
+                self._pool.drop(self)
 
     def usable(self, now: float) -> bool:
         t = self.transport
@@ -451,20 +468,40 @@ class _LeanConnection(asyncio.Protocol):
             and now - self.idle_since < _LEAN_IDLE_SECONDS
         )
 
-    def send(self, data: bytes) -> asyncio.Future[_LeanResponse]:
+    def send(
+        self, data: bytes, waiter: asyncio.Future[_LeanResponse] | None = None, deadline: float = 0.0
+    ) -> asyncio.Future[_LeanResponse]:
+        """Write a whole request; its answer completes ``waiter`` (a new future when None), which is returned."""
         assert self.transport is not None
-        self._parser = httptools.HttpResponseParser(self)
+        if self._parser is None:
+            self._parser = httptools.HttpResponseParser(self)
         self._headers, self._body, self._headers_done, self._head_bytes = {}, [], False, 0
-        waiter: asyncio.Future[_LeanResponse] = asyncio.get_running_loop().create_future()
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
         self._waiter = waiter
+        self.deadline = deadline
         self.transport.write(data)
         return waiter
 
 
 class _LeanPool:
-    """Up to ``limit`` kept-alive connections to one server for :meth:`ApiClient.raw_request`'s lean path."""
+    """Up to ``limit`` kept-alive connections to one server for :meth:`ApiClient.raw_request`'s lean path.
 
-    def __init__(self, server: str, ssl_ctx: ssl.SSLContext | None, limit: int, user_agent: str) -> None:
+    :meth:`request` takes an idle connection, opens one while fewer than ``limit`` are open, or queues the
+    request; when an answer completes, its connection takes the oldest queued request at once (FIFO). Every
+    request must be answered within ``timeout`` seconds of :meth:`request` (queueing included), else it fails
+    with ``TimeoutError`` and its connection is closed (its answer may still come): one timer for the whole
+    pool, set for the earliest deadline, enforces that. A request cancelled while queued is skipped; one
+    cancelled in flight leaves its connection to finish reading the answer (or to time out)."""
+
+    def __init__(
+        self,
+        server: str,
+        ssl_ctx: ssl.SSLContext | None,
+        limit: int,
+        user_agent: str,
+        timeout: float = 60.0,
+    ) -> None:
         url = yarl.URL(server)
         if url.host is None:
             raise ValueError(f"no host in server URL {server!r}")
@@ -476,8 +513,14 @@ class _LeanPool:
         host = f"[{host}]" if ":" in host else host
         authority = host if url.is_default_port() else f"{host}:{url.port}"
         self._common = f"Host: {authority}\r\nUser-Agent: {user_agent}\r\nAccept: application/json\r\n"
+        self._loop = asyncio.get_running_loop()
+        self._limit = max(1, limit)
+        self._timeout = timeout
         self._idle: list[_LeanConnection] = []
-        self._slots = asyncio.Semaphore(max(1, limit))
+        self._conns: set[_LeanConnection] = set()  # open, idle or busy
+        self._opening = 0
+        self._queue: deque[tuple[bytes, asyncio.Future[_LeanResponse], float]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
         self.closed = False
 
     def head(self, method: str, path: str, extra_headers: str, length: int) -> bytes:
@@ -486,50 +529,121 @@ class _LeanPool:
             f"{method} {self._prefix}{path} HTTP/1.1\r\n{self._common}{extra_headers}Content-Length: {length}\r\n\r\n"
         ).encode()
 
-    async def _connect(self) -> _LeanConnection:
-        loop = asyncio.get_running_loop()
+    def request(self, data: bytes) -> asyncio.Future[_LeanResponse]:
+        """Send ``data`` (a whole request); the future completes with the answer. Like aiohttp, a POST is never
+        re-sent by the transport: a connection lost before the answer fails it with ``ServerDisconnectedError``."""
+        loop = self._loop
+        waiter: asyncio.Future[_LeanResponse] = loop.create_future()
+        if self.closed:
+            waiter.set_exception(aiohttp.ClientConnectionError("the connection pool is closed"))
+            return waiter
+        now = loop.time()
+        deadline = now + self._timeout
+        if self._timer is None:
+            self._timer = loop.call_at(deadline, self._expire)
+        idle = self._idle
+        while idle:
+            conn = idle.pop()
+            if conn.usable(now):
+                conn.send(data, waiter, deadline)
+                return waiter
+            conn.close()
+        self._queue.append((data, waiter, deadline))
+        if len(self._conns) + self._opening < self._limit:
+            self._open_one()
+        return waiter
+
+    def release(self, conn: _LeanConnection) -> None:
+        """``conn`` answered and stays open: give it the oldest queued request, else keep it idle."""
+        if self.closed:
+            conn.close()
+            return
+        queue = self._queue
+        while queue:
+            data, waiter, deadline = queue.popleft()
+            if not waiter.done():
+                conn.send(data, waiter, deadline)
+                return
+        conn.idle_since = self._loop.time()
+        self._idle.append(conn)
+
+    def drop(self, conn: _LeanConnection) -> None:
+        """``conn`` closed: it no longer counts, and a queued request may open a new connection."""
+        if conn in self._conns:
+            self._conns.discard(conn)
+            if self._queue and not self.closed:
+                self._open_one()
+
+    def _open_one(self) -> None:
+        self._opening += 1
+        self._loop.create_task(self._connect())
+
+    async def _connect(self) -> None:
         try:
-            _, conn = await loop.create_connection(
-                _LeanConnection,
+            _, conn = await self._loop.create_connection(
+                lambda: _LeanConnection(self),
                 self._host,
                 self._port,
                 ssl=self._ssl,
                 server_hostname=self._host if self._ssl is not None else None,
             )
         except OSError as e:
-            raise aiohttp.ClientOSError(e.errno, f"cannot connect to {self._host}:{self._port}: {e}") from e
-        return conn
+            self._opening -= 1
+            error = aiohttp.ClientOSError(e.errno, f"cannot connect to {self._host}:{self._port}: {e}")
+            self._connect_failed(error)
+            return
+        except BaseException as e:  # cancelled, or something unexpected: whoever waits for it must hear
+            self._opening -= 1
+            self._connect_failed(aiohttp.ClientConnectionError(f"cannot connect: {e!r}"))
+            raise
+        self._opening -= 1
+        if conn.closed:  # lost before it could be used
+            self._connect_failed(aiohttp.ServerDisconnectedError("connection lost right after it opened"))
+            return
+        self._conns.add(conn)
+        self.release(conn)
 
-    async def request(self, data: bytes) -> _LeanResponse:
-        """Send ``data`` (a whole request) and read the answer. Like aiohttp, a POST is never re-sent by the
-        transport: a connection lost before the answer raises ``ServerDisconnectedError``."""
-        async with self._slots:
-            loop = asyncio.get_running_loop()
-            now = loop.time()
-            conn: _LeanConnection | None = None
-            while self._idle:
-                c = self._idle.pop()
-                if c.usable(now):
-                    conn = c
-                    break
-                c.close()
-            if conn is None:
-                conn = await self._connect()
-            try:
-                resp = await conn.send(data)
-            except BaseException:
-                conn.close()  # cancelled or failed midway: its answer may still come, so never reuse it
-                raise
-            if resp.keep_alive and not conn.closed and not self.closed:
-                conn.idle_since = loop.time()
-                self._idle.append(conn)
-            return resp
+    def _connect_failed(self, error: Exception) -> None:
+        """The oldest queued request, for which the connection was opened, fails; the next ones try again."""
+        queue = self._queue
+        while queue:
+            _, waiter, _ = queue.popleft()
+            if not waiter.done():
+                waiter.set_exception(error)
+                break
+        if queue and not self.closed and len(self._conns) + self._opening < self._limit:
+            self._open_one()
+
+    def _expire(self) -> None:
+        """The pool's timer: fail what is past its deadline, then wait for the next deadline."""
+        self._timer = None
+        now = self._loop.time()
+        queue = self._queue
+        while queue and (queue[0][1].done() or queue[0][2] <= now):
+            _, waiter, _ = queue.popleft()
+            if not waiter.done():
+                waiter.set_exception(TimeoutError())
+        following = queue[0][2] if queue else None
+        for conn in list(self._conns):
+            if conn._waiter is None:
+                continue
+            if conn.deadline <= now:
+                conn._fail(TimeoutError())
+            elif following is None or conn.deadline < following:
+                following = conn.deadline
+        if following is not None:
+            self._timer = self._loop.call_at(following, self._expire)
 
     def close(self) -> None:
+        """Close idle connections and fail queued requests; those in flight finish, then close."""
         self.closed = True
         idle, self._idle = self._idle, []
         for c in idle:
             c.close()
+        queue, self._queue = self._queue, deque()
+        for _, waiter, _ in queue:
+            if not waiter.done():
+                waiter.set_exception(aiohttp.ClientConnectionError("the connection pool is closed"))
 
 
 # Requests share a small pool of kept-alive connections: the API server is one event loop, so more parallel
@@ -592,7 +706,7 @@ class ApiClient:
     def _get_lean(self) -> _LeanPool:
         if self._lean is None or self._lean.closed:
             self._lean = _LeanPool(
-                self._server, self.config.ssl_context(), self._max_connections, self._user_agent
+                self._server, self.config.ssl_context(), self._max_connections, self._user_agent, self.timeout
             )
         return self._lean
 
@@ -684,11 +798,13 @@ class ApiClient:
         pool = self._get_lean()
         request = pool.head("POST", path, extra, len(data)) + data
         attempt = 0
+        limiter = self._limiter
         while True:
-            if self._limiter is not None:
-                await self._limiter.wait()
-            async with asyncio.timeout(self.timeout):
-                resp = await pool.request(request)
+            if limiter is not None:
+                delay = limiter.reserve()  # no coroutine per request while tokens last
+                if delay > 0.0:
+                    await limiter.pause(delay)
+            resp = await pool.request(request)  # the pool enforces self.timeout
             status = resp.status
             raw = resp.body
             if status < 300:

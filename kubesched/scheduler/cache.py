@@ -120,6 +120,7 @@ class NodeTable:
         self._slots_cache: np.ndarray | None = None
         self.node_version = 0  # bumps when the set of nodes changes
         self._listeners: list[TableListener] = []
+        self._shared: dict[str, Any] = {}
         self._grow(max(1, initial_capacity))
         self.ensure_columns()
 
@@ -220,6 +221,14 @@ class NodeTable:
     def add_listener(self, listener: TableListener) -> None:
         if listener not in self._listeners:
             self._listeners.append(listener)
+
+    def shared(self, key: str, make: Callable[[], Any]) -> Any:
+        """One object per table and ``key``, built by ``make()`` on first use: indexes several plugins keep over
+        the same pods (say, per-node pod counts) are then maintained once per pod event instead of once each."""
+        found = self._shared.get(key)
+        if found is None:
+            found = self._shared[key] = make()
+        return found
 
     def touch(self, slot: int) -> None:
         """Mark ``slot`` changed: new ``row_version`` stamp, an entry in ``change_log``."""
@@ -585,6 +594,19 @@ class SlotMemo:
         including ones without a node; ``compute_one(slot)``, if given, is the same for one slot."""
         log = nodes.change_log
         entry = self._entries.get(key)
+        if entry is not None and entry[1] == nodes.log_epoch and len(entry[0]) == nodes.capacity:
+            # The usual cases first: nothing changed since the last lookup, or one slot (the node that took the
+            # last pod), recomputed in plain Python when the caller can.
+            values = entry[0]
+            seen = entry[2]
+            n = len(log)
+            if seen == n:
+                return values.take(idx)
+            if n - seen == 1 and compute_one is not None:
+                slot = log[seen]
+                values[slot] = compute_one(slot)
+                entry[2] = n
+                return values.take(idx)
         if (
             entry is None
             or entry[1] != nodes.log_epoch
