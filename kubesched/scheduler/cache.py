@@ -98,6 +98,9 @@ class NodeTable:
         # Cleared (and ``log_epoch`` bumped) when it gets long, so a reader behind must start over.
         self.change_log: list[int] = []
         self.log_epoch = 0
+        # Nonzero while a caller has changed ``free`` in place without ``touch`` (preemption's what-ifs, which
+        # put it back before returning): answers memoised per slot from the change log must not be used then.
+        self.unlogged_edits = 0
         self.labels: list[dict[str, str]] = []
         self.label_version = 0
         self._label_cols: dict[str, np.ndarray] = {}
@@ -120,6 +123,8 @@ class NodeTable:
         self._slots_cache: np.ndarray | None = None
         self.node_version = 0  # bumps when the set of nodes changes
         self._listeners: list[TableListener] = []
+        # Each listener with its optional ``on_pod_replaced`` (looked up once, used for every confirmed binding).
+        self._replacers: list[tuple[TableListener, Callable[[PodInfo, PodInfo, int], None] | None]] = []
         self._shared: dict[str, Any] = {}
         self._grow(max(1, initial_capacity))
         self.ensure_columns()
@@ -221,6 +226,7 @@ class NodeTable:
     def add_listener(self, listener: TableListener) -> None:
         if listener not in self._listeners:
             self._listeners.append(listener)
+            self._replacers.append((listener, getattr(listener, "on_pod_replaced", None)))
 
     def shared(self, key: str, make: Callable[[], Any]) -> Any:
         """One object per table and ``key``, built by ``make()`` on first use: indexes several plugins keep over
@@ -523,8 +529,7 @@ class NodeTable:
         pods = self._pods[slot]
         old = pods.pop(pi.uid)
         pods[pi.uid] = pi
-        for lst in self._listeners:
-            replaced = getattr(lst, "on_pod_replaced", None)
+        for lst, replaced in self._replacers:
             if replaced is not None:
                 replaced(old, pi, slot)
             else:
