@@ -317,6 +317,9 @@ class Framework:
         # Extension-point durations: one observer per (point, code), bound on first use (a bound series is
         # exposed, so none is bound before its point ran); the hot points' success observers are attributes.
         self._observers: dict[tuple[str, Code], Callable[[float], None]] = {}
+        self._doubled: tuple[np.ndarray, np.ndarray] | None = (
+            None  # candidates, and them twice (wrapping chunks)
+        )
         self._ok_pre_filter = self._success_observer("_ok_pre_filter", "PreFilter")
         self._ok_filter = self._success_observer("_ok_filter", "Filter")
         self._ok_pre_score = self._success_observer("_ok_pre_score", "PreScore")
@@ -824,7 +827,14 @@ class Framework:
             if lo + size <= n:
                 chunk = candidates[lo : lo + size]
             else:
-                chunk = np.concatenate((candidates[lo:], candidates[: size - (n - lo)]))
+                # Wrapping around: a slice of the candidates twice over, kept while the candidates are the same
+                # array (the table's cached slots), instead of a concatenation per cycle.
+                doubled = self._doubled
+                if doubled is None or doubled[0] is not candidates:
+                    twice = np.concatenate((candidates, candidates))
+                    twice.flags.writeable = False
+                    doubled = self._doubled = (candidates, twice)
+                chunk = doubled[1][lo : lo + size]
             alive, pos, rejs = self._filter_chunk(state, pod, table, chunk)
             chunk_extra: list[tuple[int, Status, int]] = []
             chunk_late: _Rejections | None = None
@@ -849,16 +859,20 @@ class Framework:
             if len(alive) > need:
                 cut = int(pos[need - 1]) if pos is not None else need - 1
                 alive = alive[:need]
-                rejs = [r for r in (rej.before(cut) for rej in rejs) if r is not None]
-                chunk_extra = [e for e in chunk_extra if e[2] <= cut]
+                if rejs:
+                    rejs = [r for r in (rej.before(cut) for rej in rejs) if r is not None]
+                if chunk_extra:
+                    chunk_extra = [e for e in chunk_extra if e[2] <= cut]
                 if chunk_late is not None:
                     chunk_late = chunk_late.before(cut)
                 consumed = cut + 1
-            extra.extend((slot, status) for slot, status, _ in chunk_extra)
+            if chunk_extra:
+                extra.extend((slot, status) for slot, status, _ in chunk_extra)
             if chunk_late is not None:
                 late.append(chunk_late)
             found_parts.append(alive)
-            rejections.extend(rejs)
+            if rejs:
+                rejections.extend(rejs)
             found += len(alive)
             done += consumed
         rejections.extend(late)
@@ -1152,7 +1166,9 @@ class Framework:
         now = perf_counter()
         self._ok_pre_score(now - started)
         started = now
-        total = np.zeros(len(feasible), dtype=np.int64)
+        # The weighted sum, started from the first plugin's scores (never written to in place: a plugin may keep
+        # the array it answered).
+        total: np.ndarray | None = None
         per_plugin: dict[str, np.ndarray] = {}
         for pl, weight, normalize, check in self._score:
             if skip and pl.name in skip:
@@ -1169,13 +1185,16 @@ class Framework:
                         f'plugin "{pl.name}" returns an invalid score {bad}, it should in the range of '
                         f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
                     )
-            if weight == 1:
-                total += scores
+            weighted = scores if weight == 1 else scores * weight
+            if total is None:
+                total = np.asarray(weighted, dtype=np.int64)  # no copy for the usual int64 array
             else:
-                total += scores * weight
+                total = total + weighted
             if record:
                 per_plugin[pl.name] = np.asarray(scores, dtype=np.int64) * weight
         self._ok_score(perf_counter() - started)
+        if total is None:
+            total = np.zeros(len(feasible), dtype=np.int64)
         return total, per_plugin
 
     # --- PostFilter ----------------------------------------------------------------------------------------
