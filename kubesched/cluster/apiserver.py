@@ -81,9 +81,7 @@ class Target:
 
 def _json_response(body: Any, status: int = 200, content_type: str = JSON) -> web.Response:
     data = body if isinstance(body, bytes) else orjson.dumps(body)
-    resp = web.Response(body=data, status=status)
-    resp.headers["Content-Type"] = content_type
-    return resp
+    return web.Response(body=data, status=status, content_type=content_type)
 
 
 def _error_response(err: errors.ApiError) -> web.Response:
@@ -110,7 +108,7 @@ def _int_param(q: Any, key: str) -> int | None:
         raise errors.bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax') from None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class WriteOptions:
     """The query options of a write, validated."""
 
@@ -119,8 +117,19 @@ class WriteOptions:
     field_manager: str | None
 
 
+# The options of a write without a query string (the scheduler's bindings and events): nothing to validate.
+_DEFAULT_WRITE_OPTIONS = WriteOptions(False, schema.WARN, None)
+
+
+def _has_query(request: web.Request) -> bool:
+    """Whether the request target carries a query string (parsing an absent one still costs yarl's machinery)."""
+    return "?" in request.raw_path
+
+
 def _write_options(request: web.Request) -> WriteOptions:
     """dryRun, fieldValidation and fieldManager as upstream validates them: 422 on the request's options kind."""
+    if not _has_query(request):
+        return _DEFAULT_WRITE_OPTIONS
     q = request.query
     causes: list[dict[str, str]] = []
     dry = q.getall("dryRun", [])
@@ -401,11 +410,15 @@ class ApiServer:
         self, request: web.Request, group: str, version: str, rest: list[str], method: str
     ) -> web.StreamResponse:
         t = self._target(group, version, rest)
-        q = request.query
-        _check_bool_params(q)
+        if _has_query(request):
+            q = request.query
+            _check_bool_params(q)
+            watch = _qbool(q, "watch")
+        else:
+            watch = False
         if t.name is None:
             if method == "GET":
-                if _qbool(q, "watch"):
+                if watch:
                     return await self._watch(request, t)
                 return await self._list(request, t)
             if method == "POST":
@@ -675,10 +688,18 @@ class ApiServer:
         length = request.content_length
         if length is not None and length > bodies.MAX_BODY_BYTES:
             raise errors.ApiError(413, "RequestEntityTooLarge", bodies.too_large_message())
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            raise errors.ApiError(413, "RequestEntityTooLarge", bodies.too_large_message()) from None
+        payload = request.content
+        if payload.is_eof():
+            # The whole body has arrived with the request (any small POST): take it from the buffer at once,
+            # without read()'s loop of readany() calls and its copy through a bytearray.
+            raw = payload.read_nowait(-1)
+            if len(raw) > CLIENT_MAX_SIZE:
+                raise errors.ApiError(413, "RequestEntityTooLarge", bodies.too_large_message())
+        else:
+            try:
+                raw = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise errors.ApiError(413, "RequestEntityTooLarge", bodies.too_large_message()) from None
         if not raw:
             return None
         ctype = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower() or JSON
