@@ -11,9 +11,9 @@ semantics.
 
 from __future__ import annotations
 
+import os
 import random
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +37,16 @@ SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-c
 MAX_OBJECT_BYTES = 1536 * 1024
 
 __all__ = ["ClusterApi", "now_micro", "now_rfc3339"]  # the clock helpers stay importable from here
+
+
+def new_uid() -> str:
+    """A random (version 4) UUID in its canonical text form, as ``str(uuid.uuid4())`` gives it, without building
+    a ``UUID`` object (its constructor checks and converts more than a fresh random value needs)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def deepcopy(obj: Any) -> Any:
@@ -268,7 +278,7 @@ class ClusterApi:
 
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(key, None)
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = new_uid()
         meta["creationTimestamp"] = now_rfc3339()
         if strategy.tracks_generation(rtype):
             meta["generation"] = 1
