@@ -213,12 +213,15 @@ class ClusterApi:
             lsel = ls
             return lambda o: lsel.matches((o.get("metadata") or {}).get("labels"))
         # Field getters read the stored form (events.k8s.io/v1's regarding.* read involvedObject.*): no conversion.
-        fsel = fs
+        fmatch = fs.predicate()
+        if ls is None:
+            return fmatch
+        lsel = ls
 
         def pred(o: Obj) -> bool:
-            if ls is not None and not ls.matches((o.get("metadata") or {}).get("labels")):
+            if not lsel.matches((o.get("metadata") or {}).get("labels")):
                 return False
-            return fsel.matches(o)
+            return fmatch(o)
 
         return pred
 
