@@ -661,8 +661,9 @@ class ClusterApi:
                 nmeta.pop("finalizers")
             new["metadata"] = nmeta
             nmeta.pop("resourceVersion", None)
+            old_obj = old.obj  # read before the store retires it (see ``bind``)
             st = self.store.update(rtype.storage_key, new, old)
-            self.notify(rtype, "MODIFIED", st.obj, old.obj)
+            self.notify(rtype, "MODIFIED", st.obj, old_obj)
             if "orphan" in finalizers or "foregroundDeletion" in finalizers:
                 return self._propagate_deletion(rtype, st)
             return st, False
@@ -704,8 +705,9 @@ class ClusterApi:
             nmeta = dict(meta, deletionGracePeriodSeconds=0)
             new["metadata"] = nmeta
             if _without_rv(new) != _without_rv(st.obj):
+                old_obj = st.obj  # read before the store retires it (see ``bind``)
                 st2 = self.store.update(rtype.storage_key, new, st)
-                self.notify(rtype, "MODIFIED", st2.obj, st.obj)
+                self.notify(rtype, "MODIFIED", st2.obj, old_obj)
             return
         self.remove(rtype, st)
 
@@ -858,8 +860,11 @@ class ClusterApi:
         pod_name, node = bindings.pod_name_of(binding, url_name)
         st = self._require(self._pod_type, namespace, pod_name)
         new = bindings.bound_pod(st, namespace, pod_name, binding, node)
+        # The old version as it was read: once replaced, the store keeps it only as bytes (``Stored.retire``),
+        # and reading ``st.obj`` afterwards would decode the whole pod again for the observers.
+        old_obj = st.obj
         st2 = self.store.update(self._pod_type.storage_key, new, st)
-        self.notify(self._pod_type, "MODIFIED", st2.obj, st.obj)
+        self.notify(self._pod_type, "MODIFIED", st2.obj, old_obj)
         return errors.success(201)
 
     def scale_of(self, rtype: ResourceType, obj: Obj) -> Obj:

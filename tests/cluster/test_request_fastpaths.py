@@ -119,3 +119,20 @@ async def test_binding_without_a_query(session: aiohttp.ClientSession) -> None:
     }
     status, out, _ = await _post(session, f"{PODS}/p/binding", orjson.dumps(binding))
     assert status == 409 and "already assigned" in out["message"], out
+
+
+def test_binding_observers_see_the_pod_before_and_after() -> None:
+    api = ClusterApi()
+    api.bootstrap()
+    pods = api.rtype("", "v1", "pods")
+    created = api.create(
+        pods, {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, "default"
+    )
+    before = orjson.loads(orjson.dumps(created.obj))
+    seen: list[tuple[str, Any, Any]] = []
+    api.observers.append(lambda rtype, etype, new, old: seen.append((etype, new, old)))
+    api.bind("default", "p", {"target": {"name": "n1"}}, url_name="p")
+    assert len(seen) == 1
+    etype, new, old = seen[0]
+    assert etype == "MODIFIED" and old == before and new["spec"]["nodeName"] == "n1"
+    assert new["metadata"]["resourceVersion"] != old["metadata"]["resourceVersion"]

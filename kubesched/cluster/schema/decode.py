@@ -329,8 +329,12 @@ def checker(definition: str) -> Checker:
 def check(definition: str, obj: Any, root: Path = None) -> Findings:
     """Check ``obj`` against ``definition``; raises ``DecodeError``, returns unknown and missing fields.
     ``root``: where ``obj`` sits in the object (for messages), when it is not the object itself."""
+    return run(checker(definition), obj, root)
+
+
+def run(fn: Checker, obj: Any, root: Path = None) -> Findings:
+    """``check`` with the definition's checker already at hand."""
     found = Findings()
-    fn = checker(definition)
     try:
         fn(obj, found, root)
     except _Mismatch as m:
