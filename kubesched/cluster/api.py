@@ -11,9 +11,9 @@ semantics.
 
 from __future__ import annotations
 
+import os
 import random
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +37,16 @@ SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-c
 MAX_OBJECT_BYTES = 1536 * 1024
 
 __all__ = ["ClusterApi", "now_micro", "now_rfc3339"]  # the clock helpers stay importable from here
+
+
+def new_uid() -> str:
+    """A random (version 4) UUID in its canonical text form, as ``str(uuid.uuid4())`` gives it, without building
+    a ``UUID`` object (its constructor checks and converts more than a fresh random value needs)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def deepcopy(obj: Any) -> Any:
@@ -203,12 +213,15 @@ class ClusterApi:
             lsel = ls
             return lambda o: lsel.matches((o.get("metadata") or {}).get("labels"))
         # Field getters read the stored form (events.k8s.io/v1's regarding.* read involvedObject.*): no conversion.
-        fsel = fs
+        fmatch = fs.predicate()
+        if ls is None:
+            return fmatch
+        lsel = ls
 
         def pred(o: Obj) -> bool:
-            if ls is not None and not ls.matches((o.get("metadata") or {}).get("labels")):
+            if not lsel.matches((o.get("metadata") or {}).get("labels")):
                 return False
-            return fsel.matches(o)
+            return fmatch(o)
 
         return pred
 
@@ -268,7 +281,7 @@ class ClusterApi:
 
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(key, None)
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = new_uid()
         meta["creationTimestamp"] = now_rfc3339()
         if strategy.tracks_generation(rtype):
             meta["generation"] = 1
@@ -648,8 +661,9 @@ class ClusterApi:
                 nmeta.pop("finalizers")
             new["metadata"] = nmeta
             nmeta.pop("resourceVersion", None)
+            old_obj = old.obj  # read before the store retires it (see ``bind``)
             st = self.store.update(rtype.storage_key, new, old)
-            self.notify(rtype, "MODIFIED", st.obj, old.obj)
+            self.notify(rtype, "MODIFIED", st.obj, old_obj)
             if "orphan" in finalizers or "foregroundDeletion" in finalizers:
                 return self._propagate_deletion(rtype, st)
             return st, False
@@ -691,8 +705,9 @@ class ClusterApi:
             nmeta = dict(meta, deletionGracePeriodSeconds=0)
             new["metadata"] = nmeta
             if _without_rv(new) != _without_rv(st.obj):
+                old_obj = st.obj  # read before the store retires it (see ``bind``)
                 st2 = self.store.update(rtype.storage_key, new, st)
-                self.notify(rtype, "MODIFIED", st2.obj, st.obj)
+                self.notify(rtype, "MODIFIED", st2.obj, old_obj)
             return
         self.remove(rtype, st)
 
@@ -845,8 +860,11 @@ class ClusterApi:
         pod_name, node = bindings.pod_name_of(binding, url_name)
         st = self._require(self._pod_type, namespace, pod_name)
         new = bindings.bound_pod(st, namespace, pod_name, binding, node)
+        # The old version as it was read: once replaced, the store keeps it only as bytes (``Stored.retire``),
+        # and reading ``st.obj`` afterwards would decode the whole pod again for the observers.
+        old_obj = st.obj
         st2 = self.store.update(self._pod_type.storage_key, new, st)
-        self.notify(self._pod_type, "MODIFIED", st2.obj, st.obj)
+        self.notify(self._pod_type, "MODIFIED", st2.obj, old_obj)
         return errors.success(201)
 
     def scale_of(self, rtype: ResourceType, obj: Obj) -> Obj:

@@ -29,7 +29,7 @@ from kubesched.cluster.auth.reviews import REVIEW_GROUPS, AuthApi
 from kubesched.cluster.auth.user import ANONYMOUS_USER, UserInfo
 from kubesched.cluster.resources import ResourceType
 from kubesched.cluster.schema import bodies
-from kubesched.cluster.storage.interface import BOOKMARK, ERROR, Stored
+from kubesched.cluster.storage.interface import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, Stored
 
 log = logging.getLogger("kubesched.apiserver")
 
@@ -65,6 +65,8 @@ _OPTIONS_KIND = {
 # depend on how soon the scheduler sees changes.) Negative: write at once.
 WATCH_BATCH_SECONDS = 0.0
 WATCH_BATCH_EVENTS = 256
+# The start of a watch event's line, by event type.
+_EVENT_PREFIX = {t: b'{"type":"' + t.encode() + b'","object":' for t in (ADDED, MODIFIED, DELETED)}
 # Initial events of a watch (a WatchList's replay of every object) written per chunk.
 INITIAL_EVENTS_PAGE = 1000
 # The authenticated (possibly impersonated) user of a request, for the handlers that answer about it (reviews).
@@ -81,9 +83,7 @@ class Target:
 
 def _json_response(body: Any, status: int = 200, content_type: str = JSON) -> web.Response:
     data = body if isinstance(body, bytes) else orjson.dumps(body)
-    resp = web.Response(body=data, status=status)
-    resp.headers["Content-Type"] = content_type
-    return resp
+    return web.Response(body=data, status=status, content_type=content_type)
 
 
 def _error_response(err: errors.ApiError) -> web.Response:
@@ -110,7 +110,7 @@ def _int_param(q: Any, key: str) -> int | None:
         raise errors.bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax') from None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class WriteOptions:
     """The query options of a write, validated."""
 
@@ -119,8 +119,19 @@ class WriteOptions:
     field_manager: str | None
 
 
+# The options of a write without a query string (the scheduler's bindings and events): nothing to validate.
+_DEFAULT_WRITE_OPTIONS = WriteOptions(False, schema.WARN, None)
+
+
+def _has_query(request: web.Request) -> bool:
+    """Whether the request target carries a query string (parsing an absent one still costs yarl's machinery)."""
+    return "?" in request.raw_path
+
+
 def _write_options(request: web.Request) -> WriteOptions:
     """dryRun, fieldValidation and fieldManager as upstream validates them: 422 on the request's options kind."""
+    if not _has_query(request):
+        return _DEFAULT_WRITE_OPTIONS
     q = request.query
     causes: list[dict[str, str]] = []
     dry = q.getall("dryRun", [])
@@ -401,11 +412,15 @@ class ApiServer:
         self, request: web.Request, group: str, version: str, rest: list[str], method: str
     ) -> web.StreamResponse:
         t = self._target(group, version, rest)
-        q = request.query
-        _check_bool_params(q)
+        if _has_query(request):
+            q = request.query
+            _check_bool_params(q)
+            watch = _qbool(q, "watch")
+        else:
+            watch = False
         if t.name is None:
             if method == "GET":
-                if _qbool(q, "watch"):
+                if watch:
                     return await self._watch(request, t)
                 return await self._list(request, t)
             if method == "POST":
@@ -595,6 +610,20 @@ class ApiServer:
             data = st.data if conv is None else orjson.dumps(conv(st.obj))
             return b'{"type":"' + etype.encode() + b'","object":' + data + b"}\n"
 
+        def encode_all(items: list[tuple[str, Stored]]) -> bytes:
+            """The events as one chunk: the pieces of every line joined once, so each object's cached bytes
+            are copied once (into the chunk), not once per concatenation."""
+            if as_table:
+                return b"".join([encode(et, st) for et, st in items])
+            parts: list[bytes] = []
+            append = parts.append
+            for et, st in items:
+                prefix = _EVENT_PREFIX.get(et)
+                append(b'{"type":"' + et.encode() + b'","object":' if prefix is None else prefix)
+                append(st.data if conv is None else orjson.dumps(conv(st.obj)))
+                append(b"}\n")
+            return b"".join(parts)
+
         def bookmark(rv: int, extra: dict[str, Any] | None = None) -> bytes:
             # Shaped as kube-apiserver 1.36 sends it: kind, apiVersion and metadata with only these keys.
             meta: dict[str, Any] = {"resourceVersion": str(rv)}
@@ -614,7 +643,7 @@ class ApiServer:
                 if chunk:
                     await resp.write(chunk)
                 page = initial[first : first + INITIAL_EVENTS_PAGE]
-                chunk = b"".join([encode(et, st) for et, st in page])
+                chunk = encode_all(page)
             if send_initial == "true" and bookmarks:
                 chunk += bookmark(initial_rv, {"k8s.io/initial-events-end": "true"})
             if chunk:
@@ -642,15 +671,13 @@ class ApiServer:
                         await asyncio.sleep(WATCH_BATCH_SECONDS)
                     items = watcher.drain()
                     if items:
-                        await resp.write(b"".join(encode(et, st) for et, st in items))
+                        await resp.write(encode_all(items))
                 if bookmarks and time.monotonic() >= next_bookmark and not watcher.pending:
                     await resp.write(bookmark(self.api.store.revision))
                     next_bookmark = time.monotonic() + self.bookmark_interval
             if bookmarks and not watcher.closed:
                 items = watcher.drain()
-                await resp.write(
-                    b"".join(encode(et, st) for et, st in items) + bookmark(self.api.store.revision)
-                )
+                await resp.write(encode_all(items) + bookmark(self.api.store.revision))
             await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             pass
@@ -675,10 +702,18 @@ class ApiServer:
         length = request.content_length
         if length is not None and length > bodies.MAX_BODY_BYTES:
             raise errors.ApiError(413, "RequestEntityTooLarge", bodies.too_large_message())
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            raise errors.ApiError(413, "RequestEntityTooLarge", bodies.too_large_message()) from None
+        payload = request.content
+        if payload.is_eof():
+            # The whole body has arrived with the request (any small POST): take it from the buffer at once,
+            # without read()'s loop of readany() calls and its copy through a bytearray.
+            raw = payload.read_nowait(-1)
+            if len(raw) > CLIENT_MAX_SIZE:
+                raise errors.ApiError(413, "RequestEntityTooLarge", bodies.too_large_message())
+        else:
+            try:
+                raw = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise errors.ApiError(413, "RequestEntityTooLarge", bodies.too_large_message()) from None
         if not raw:
             return None
         ctype = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower() or JSON

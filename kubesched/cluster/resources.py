@@ -20,6 +20,26 @@ ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "up
 def field_path(path: str, default: str = "") -> FieldGetter:
     """A field-selector getter for a dotted path: the value as a string (booleans lowercase), ``default`` if absent."""
     keys = path.split(".")
+    if len(keys) == 2:
+        # Most selectable fields are two levels down (spec.nodeName, status.phase, metadata.name): read them
+        # without the walk, as watches with a field selector read them on every change of every object.
+        outer, inner = keys
+
+        def getter2(obj: Obj) -> str:
+            if isinstance(obj, dict):
+                parent = obj.get(outer)
+                if isinstance(parent, dict):
+                    value = parent.get(inner)
+                    if value is None:
+                        return default
+                    if type(value) is str:
+                        return value
+                    if isinstance(value, bool):
+                        return "true" if value else "false"
+                    return str(value)
+            return default
+
+        return getter2
 
     def getter(obj: Obj) -> str:
         cur: Any = obj

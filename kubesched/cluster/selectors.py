@@ -7,7 +7,7 @@ identifier``, ``field label not supported: spec.foo``, ...), which the server re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
 
 from kubesched.apimachinery import labels as _labels
@@ -55,3 +55,27 @@ class FieldSelector(_labels.FieldSelector):
             return super().parse(text, fields)
         except SelectorError as e:
             raise errors.bad_request(str(e)) from None
+
+    def predicate(self) -> Callable[[Any], bool]:
+        """``matches`` as one closure over (getter, value, negated) terms, for watches and lists that test every
+        object against the selector: no zip, no attribute lookups per test; one term (``spec.nodeName!=``, the
+        harness's bound pods) tests in a single expression."""
+        terms = tuple(
+            (get, req.value, req.op == "!=")
+            for req, get in zip(self.requirements, self._getters, strict=True)
+        )
+        if len(terms) == 1:
+            get, value, negated = terms[0]
+
+            def one(obj: Any) -> bool:
+                return (get(obj) == value) != negated
+
+            return one
+
+        def every(obj: Any) -> bool:
+            for get, value, negated in terms:
+                if (get(obj) == value) == negated:
+                    return False
+            return True
+
+        return every

@@ -40,6 +40,8 @@ DEFAULT_COLUMNS = [NAME_COLUMN, AGE_COLUMN]
 
 def wants_table(accept_header: str) -> bool:
     """True when the client accepts a ``meta.k8s.io/v1`` Table (kubectl get does)."""
+    if not accept_header or "Table" not in accept_header:
+        return False  # ``as=Table`` spells it literally (parameter values are only stripped of quotes)
     for media_type, params in media_ranges(accept_header or ""):
         if (
             media_type in ("application/json", "*/*")

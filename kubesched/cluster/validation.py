@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from kubesched.apimachinery.quantity import (
@@ -192,9 +193,13 @@ def validate_object_meta(meta: Any, namespaced: bool, name_fn: NameFn, path: str
     causes: list[Cause] = []
     name, generate_name = _str(meta.get("name")), _str(meta.get("generateName"))
     if generate_name:
-        causes.extend(invalid(path + ".generateName", generate_name, m) for m in name_fn(generate_name, True))
+        errs = name_fn(generate_name, True)
+        if errs:
+            causes.extend(invalid(path + ".generateName", generate_name, m) for m in errs)
     if name:
-        causes.extend(invalid(path + ".name", name, m) for m in name_fn(name, False))
+        errs = name_fn(name, False)
+        if errs:
+            causes.extend(invalid(path + ".name", name, m) for m in errs)
     elif not generate_name:
         causes.append(required(path + ".name", "name or generateName is required"))
     namespace = _str(meta.get("namespace"))
@@ -202,17 +207,41 @@ def validate_object_meta(meta: Any, namespaced: bool, name_fn: NameFn, path: str
         if not namespace:
             causes.append(required(path + ".namespace"))
         else:
-            causes.extend(invalid(path + ".namespace", namespace, m) for m in name_is_dns_label(namespace))
+            errs = _namespace_errors(namespace)
+            if errs:
+                causes.extend(invalid(path + ".namespace", namespace, m) for m in errs)
     elif namespace:
         causes.append(forbidden(path + ".namespace", "not allowed on this type"))
     generation = meta.get("generation")
     if isinstance(generation, int) and generation < 0:
         causes.append(invalid(path + ".generation", generation, IS_NEGATIVE))
-    causes.extend(validate_labels(meta.get("labels"), path + ".labels"))
-    causes.extend(validate_annotations(meta.get("annotations"), path + ".annotations"))
-    causes.extend(_validate_owner_references(meta.get("ownerReferences"), path + ".ownerReferences"))
-    causes.extend(_validate_finalizers(meta.get("finalizers"), path + ".finalizers"))
+    # Absent (or empty) labels, annotations, owners and finalizers have nothing to report: most objects have
+    # few of them, so their checks are only called for what is there.
+    labels = meta.get("labels")
+    if labels:
+        causes.extend(validate_labels(labels, path + ".labels"))
+    annotations = meta.get("annotations")
+    if annotations:
+        causes.extend(validate_annotations(annotations, path + ".annotations"))
+    refs = meta.get("ownerReferences")
+    if refs:
+        causes.extend(_validate_owner_references(refs, path + ".ownerReferences"))
+    finalizers = meta.get("finalizers")
+    if finalizers:
+        causes.extend(_validate_finalizers(finalizers, path + ".finalizers"))
     return causes
+
+
+@lru_cache(maxsize=1024)
+def _namespace_errors(namespace: str) -> tuple[str, ...]:
+    """What a namespace name breaks of the DNS label rule (the same few namespaces come with every write)."""
+    return tuple(name_is_dns_label(namespace))
+
+
+@lru_cache(maxsize=1024)
+def _subdomain_errors(value: str) -> tuple[str, ...]:
+    """What a value breaks of the DNS subdomain rule, for values that repeat (an event's namespace)."""
+    return tuple(is_dns1123_subdomain(value))
 
 
 def validate_object_meta_update(new_meta: Any, old_meta: Any, path: str = "metadata") -> list[Cause]:
@@ -926,40 +955,39 @@ def _in_events_v1_shape(rtype: ResourceType, event: Obj) -> bool:
 
 def _event_fields(rtype: ResourceType, event: Obj) -> dict[str, Any]:
     """The event in core/v1 terms, whichever shape it is in (events.k8s.io/v1 renames several fields)."""
+    get = event.get
     if not _in_events_v1_shape(rtype, event):
         return {
-            "involvedObject": _dict(event.get("involvedObject")),
-            "message": _str(event.get("message")),
-            "source": _dict(event.get("source")),
-            "firstTimestamp": event.get("firstTimestamp"),
-            "lastTimestamp": event.get("lastTimestamp"),
-            "count": event.get("count") or 0,
-            **{
-                k: event.get(k)
-                for k in (
-                    "eventTime",
-                    "reportingComponent",
-                    "reportingInstance",
-                    "action",
-                    "reason",
-                    "type",
-                    "series",
-                    "related",
-                )
-            },
+            "involvedObject": _dict(get("involvedObject")),
+            "message": _str(get("message")),
+            "source": _dict(get("source")),
+            "firstTimestamp": get("firstTimestamp"),
+            "lastTimestamp": get("lastTimestamp"),
+            "count": get("count") or 0,
+            "eventTime": get("eventTime"),
+            "reportingComponent": get("reportingComponent"),
+            "reportingInstance": get("reportingInstance"),
+            "action": get("action"),
+            "reason": get("reason"),
+            "type": get("type"),
+            "series": get("series"),
+            "related": get("related"),
         }
     return {
-        "involvedObject": _dict(event.get("regarding")),
-        "message": _str(event.get("note")),
-        "source": _dict(event.get("deprecatedSource")),
-        "firstTimestamp": event.get("deprecatedFirstTimestamp"),
-        "lastTimestamp": event.get("deprecatedLastTimestamp"),
-        "count": event.get("deprecatedCount") or 0,
-        "reportingComponent": event.get("reportingController"),
-        **{
-            k: event.get(k)
-            for k in ("eventTime", "reportingInstance", "action", "reason", "type", "series", "related")
-        },
+        "involvedObject": _dict(get("regarding")),
+        "message": _str(get("note")),
+        "source": _dict(get("deprecatedSource")),
+        "firstTimestamp": get("deprecatedFirstTimestamp"),
+        "lastTimestamp": get("deprecatedLastTimestamp"),
+        "count": get("deprecatedCount") or 0,
+        "reportingComponent": get("reportingController"),
+        "eventTime": get("eventTime"),
+        "reportingInstance": get("reportingInstance"),
+        "action": get("action"),
+        "reason": get("reason"),
+        "type": get("type"),
+        "series": get("series"),
+        "related": get("related"),
     }
 
 
@@ -981,16 +1009,20 @@ def _legacy_event_checks(e: dict[str, Any], namespace: str) -> list[Cause]:
         controller = _str(e.get("reportingComponent"))
         if not controller:
             causes.append(required("reportingController"))
-        causes.extend(invalid("reportingController", controller, m) for m in is_label_key(controller))
+        controller_errs = is_label_key(controller)
+        if controller_errs:
+            causes.extend(invalid("reportingController", controller, m) for m in controller_errs)
         for field in ("reportingInstance", "action", "reason"):
             value = _str(e.get(field))
             if not value:
                 causes.append(required(field))
-            if len(value) > _SHORT_LIMIT:
+            elif len(value) > _SHORT_LIMIT:
                 causes.append(invalid(field, "", f"can have at most {_SHORT_LIMIT} characters"))
         if len(e["message"]) > _NOTE_LIMIT:
             causes.append(invalid("message", "", f"can have at most {_NOTE_LIMIT} characters"))
-    causes.extend(invalid("namespace", namespace, m) for m in is_dns1123_subdomain(namespace))
+    errs = _subdomain_errors(namespace)
+    if errs:
+        causes.extend(invalid("namespace", namespace, m) for m in errs)
     return causes
 
 
@@ -1327,23 +1359,26 @@ def _quantity_maps(rtype: ResourceType, obj: Obj) -> Iterable[Mapping[str, Any]]
         yield _dict(status.get("allocatable"))
 
 
+def _decode_prefix(rtype: ResourceType) -> str:
+    return f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
+
+
 def decode_error(rtype: ResourceType, obj: Obj) -> str | None:
     """The 400 message upstream gives when the body cannot be decoded into the kind's Go type, else None.
 
     Covers resource quantities in Pods and Nodes, and the typed fields of a Lease spec.
     """
-    prefix = f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
     for quantities in _quantity_maps(rtype, obj):
         for value in quantities.values():
             try:
                 parse_quantity_with_format(value)
             except QuantityError as err:
-                return prefix + str(err)
+                return _decode_prefix(rtype) + str(err)
     if _kind_of(rtype) == ("coordination.k8s.io", "Lease"):
         spec = obj.get("spec")
         if spec is not None and not isinstance(spec, dict):
             return (
-                prefix
+                _decode_prefix(rtype)
                 + f"json: cannot unmarshal {_json_type(spec)} into Go struct field Lease.spec of type v1.LeaseSpec"
             )
         spec = _dict(spec)
@@ -1362,7 +1397,7 @@ def decode_error(rtype: ResourceType, obj: Obj) -> str | None:
                 continue
             if type(value) is not py:
                 return (
-                    prefix
+                    _decode_prefix(rtype)
                     + f"json: cannot unmarshal {_json_type(value)} into Go struct field LeaseSpec.spec.{field} of type {go}"
                 )
     meta = _dict(obj.get("metadata"))
@@ -1370,7 +1405,7 @@ def decode_error(rtype: ResourceType, obj: Obj) -> str | None:
         for value in _dict(meta.get(field)).values():
             if not isinstance(value, str):
                 return (
-                    prefix
+                    _decode_prefix(rtype)
                     + f"json: cannot unmarshal {_json_type(value)} into Go struct field ObjectMeta.metadata.{field} of type string"
                 )
     return None

@@ -28,27 +28,31 @@ def pod_name_of(binding: Obj, url_name: str | None) -> tuple[str, Any]:
     return pod_name, target["name"]
 
 
+def _storage_failure(namespace: str, pod_name: str) -> str:
+    # Preconditions are checked by storage, whose failure upstream reports as a Conflict on pods.
+    return (
+        f"StorageError: invalid object, Code: 4, Key: /registry/pods/{namespace}/{pod_name}, "
+        "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: "
+    )
+
+
 def bound_pod(st: Stored, namespace: str, pod_name: str, binding: Obj, node: Any) -> Obj:
     """The pod ``st`` assigned to ``node``, or the Conflict upstream answers (preconditions, already bound)."""
     pod = st.obj
     meta = pod.get("metadata") or {}
     bmeta = binding.get("metadata") or {}
-    # Preconditions are checked by storage, whose failure upstream reports as a Conflict on pods.
-    storage_failure = (
-        f"StorageError: invalid object, Code: 4, Key: /registry/pods/{namespace}/{pod_name}, "
-        "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: "
-    )
     if bmeta.get("uid") and bmeta["uid"] != meta.get("uid"):
         raise errors.conflict(
             "pods",
             pod_name,
-            f"{storage_failure}UID in precondition: {bmeta['uid']}, UID in object meta: {meta.get('uid')}",
+            f"{_storage_failure(namespace, pod_name)}UID in precondition: {bmeta['uid']}, "
+            f"UID in object meta: {meta.get('uid')}",
         )
     if bmeta.get("resourceVersion") and str(bmeta["resourceVersion"]) != str(st.rv):
         raise errors.conflict(
             "pods",
             pod_name,
-            f"{storage_failure}ResourceVersion in precondition: {bmeta['resourceVersion']}, "
+            f"{_storage_failure(namespace, pod_name)}ResourceVersion in precondition: {bmeta['resourceVersion']}, "
             f"ResourceVersion in object meta: {st.rv}",
         )
     spec = pod.get("spec") or {}

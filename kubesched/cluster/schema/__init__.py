@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesched.cluster.schema import decode
 from kubesched.cluster.schema.decode import DecodeError, Findings, Path, check, render
 from kubesched.cluster.schema.published import KUBERNETES_VERSION, definition_for, definitions
 
@@ -74,10 +75,19 @@ def check_object(
 ) -> Checked:
     """Check a built-in kind's object as kube-apiserver decodes it (see the module docstring). Kinds without a
     published schema pass unchecked. ``obj`` loses its unknown fields unless ``mode`` is Strict."""
-    definition = definition_for(group, version, kind)
-    if definition is None:
+    key = (group, version, kind)
+    fn = _KIND_CHECKERS.get(key, _UNKNOWN)
+    if fn is _UNKNOWN:
+        definition = definition_for(group, version, kind)
+        fn = _KIND_CHECKERS[key] = None if definition is None else decode.checker(definition)
+    if fn is None:
         return _NOTHING
-    return _settle(check(definition, obj), mode, required=required)
+    return _settle(decode.run(fn, obj), mode, required=required)
+
+
+# The compiled checker of each kind checked so far (None: not published), so a body's check starts at once.
+_KIND_CHECKERS: dict[tuple[str, str, str], Any] = {}
+_UNKNOWN: Any = object()
 
 
 def check_metadata(meta: Any, mode: str) -> Checked:

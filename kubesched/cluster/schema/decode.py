@@ -215,6 +215,8 @@ def _struct(short: str, go: str, props: dict[str, Checker], required: tuple[str,
                 continue
             if x is None or fn is _any:
                 continue
+            if fn is _string and type(x) is str:
+                continue  # the commonest field, checked without a call
             try:
                 fn(x, found, (path, key))
             except _Mismatch as m:
@@ -327,8 +329,12 @@ def checker(definition: str) -> Checker:
 def check(definition: str, obj: Any, root: Path = None) -> Findings:
     """Check ``obj`` against ``definition``; raises ``DecodeError``, returns unknown and missing fields.
     ``root``: where ``obj`` sits in the object (for messages), when it is not the object itself."""
+    return run(checker(definition), obj, root)
+
+
+def run(fn: Checker, obj: Any, root: Path = None) -> Findings:
+    """``check`` with the definition's checker already at hand."""
     found = Findings()
-    fn = checker(definition)
     try:
         fn(obj, found, root)
     except _Mismatch as m:
