@@ -325,3 +325,16 @@ def test_cli_scale_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["bench", "--scale", "0,5", "--no-progress"]) == 2
     assert "positive node counts" in capsys.readouterr().err
     assert main(["bench", "--scale", "10", "--nodes", "5", "--no-progress"]) == 2
+
+
+@pytest.mark.parametrize("api_writer", ["off", "events", "all"])
+def test_e2e_every_binding_and_event_lands_whatever_the_api_writer(api_writer: str) -> None:
+    workload = WORKLOADS["SchedulingBasic"].sized(nodes=20, init_pods=5, pods=200)
+    result = run_e2e(workload, E2eOptions(timeout=60, create="live", api_writer=api_writer), full_catalogue())
+    assert_passed(result)
+    assert result["scheduledEvents"] == 200  # every measured pod's Scheduled event was written
+    if api_writer == "off":
+        assert result["writerCPUSeconds"] == 0.0
+    else:
+        assert result["writerCPUSeconds"] > 0.0  # the child's CPU is counted (and within schedulerCPUSeconds)
+        assert result["schedulerCPUSeconds"] > result["writerCPUSeconds"]
