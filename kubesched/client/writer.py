@@ -190,6 +190,7 @@ class ApiWriter:
         self._flush_pending = False
         self._next_id = 0
         self._requests: dict[int, asyncio.Future[_LeanResponse]] = {}
+        self._held: dict[int, bytes] = {}  # requests made while no child runs: sent to the next one
         self._events: dict[int, bytes] = {}  # sent (or to be sent) and not yet acknowledged
         self._drained: list[asyncio.Future[None]] = []
         self._last_heard = 0.0
@@ -225,12 +226,15 @@ class ApiWriter:
         if self._fallback is not None:
             return self._fallback._get_lean().request(data)
         waiter: asyncio.Future[_LeanResponse] = self._loop.create_future()
-        if self._stdin is None:
-            waiter.set_exception(aiohttp.ServerDisconnectedError("the API writer process is not running"))
+        if self.closed:
+            waiter.set_exception(aiohttp.ClientConnectionError("the API writer is closed"))
             return waiter
         self._next_id = ident = (self._next_id + 1) & 0xFFFFFFFF
         self._requests[ident] = waiter
-        self._send(K_REQUEST, ident, data)
+        if self._stdin is None:
+            self._held[ident] = data  # a child is being restarted: never sent, so safe to send to it
+        else:
+            self._send(K_REQUEST, ident, data)
         return waiter
 
     # ---- the event recorder's sink ----
@@ -277,7 +281,7 @@ class ApiWriter:
         if not await self.flush(timeout):
             log.error("API writer: %d events still unwritten at shutdown", len(self._events))
         deadline = self._loop.time() + (timeout or 0.0)
-        while self._requests and self._loop.time() < deadline:
+        while self._requests and self._stdin is not None and self._loop.time() < deadline:
             await asyncio.sleep(0.01)
         self.closed = True
         if self._watchdog is not None:
@@ -285,6 +289,7 @@ class ApiWriter:
         if self._restarting is not None:
             self._restarting.cancel()
         await self._stop_child(graceful=True)
+        self._fail_requests(aiohttp.ClientConnectionError("the API writer is closed"))
         if self._fallback_recorder is not None:
             await self._fallback_recorder.close(timeout)
         if self._fallback is not None:
@@ -315,6 +320,9 @@ class ApiWriter:
         self._send(K_CONFIG, 0, pickle.dumps(settings))
         for seq, payload in self._events.items():  # not acknowledged by the previous child: again
             self._send(K_EVENT, seq, payload)
+        held, self._held = self._held, {}
+        for ident, data in held.items():
+            self._send(K_REQUEST, ident, data)
         log.info("API writer process %s started", transport.get_pid())
 
     async def _stop_child(self, graceful: bool) -> None:
@@ -392,12 +400,21 @@ class ApiWriter:
             len(self._requests),
             len(self._events),
         )
-        requests, self._requests = self._requests, {}
-        for waiter in requests.values():
-            if not waiter.done():
-                waiter.set_exception(aiohttp.ServerDisconnectedError(f"the API writer process {why}"))
+        self._fail_requests(aiohttp.ServerDisconnectedError(f"the API writer process {why}"), keep_held=True)
         if self._restarting is None or self._restarting.done():
             self._restarting = self._loop.create_task(self._restart(), name="API writer restart")
+
+    def _fail_requests(self, error: Exception, keep_held: bool = False) -> None:
+        """Fail the requests sent (their answers are lost with the child); held ones stay when ``keep_held``."""
+        requests, self._requests = self._requests, {}
+        held = self._held
+        for ident, waiter in requests.items():
+            if keep_held and ident in held:
+                self._requests[ident] = waiter
+            elif not waiter.done():
+                waiter.set_exception(error)
+        if not keep_held:
+            held.clear()
 
     async def _restart(self) -> None:
         now = self._loop.time()
@@ -426,6 +443,13 @@ class ApiWriter:
         self._fallback = ApiClient(self.config, timeout=self.timeout, max_connections=self.max_connections)
         recorder = EventRecorder(self._fallback, "", "")
         self._fallback_recorder = recorder
+        held, self._held = self._held, {}
+        pool = self._fallback._get_lean()
+        for ident, data in held.items():
+            waiter = self._requests.pop(ident, None)
+            if waiter is not None and not waiter.done():
+                _forward(pool.request(data), waiter)
+        self._fail_requests(aiohttp.ServerDisconnectedError("the API writer process failed"))
         events, self._events = self._events, {}
         for payload in events.values():
             recorder.submit(orjson.loads(payload))
@@ -449,6 +473,24 @@ class ApiWriter:
                     now - self._last_heard,
                 )
                 self._child_gone(self._generation, "hung (no heartbeat)")
+
+
+def _forward(source: asyncio.Future[_LeanResponse], target: asyncio.Future[_LeanResponse]) -> None:
+    """Complete ``target`` as ``source`` completes."""
+
+    def done(f: asyncio.Future[_LeanResponse]) -> None:
+        if target.done():
+            return
+        if f.cancelled():
+            target.cancel()
+            return
+        exc = f.exception()
+        if exc is not None:
+            target.set_exception(exc)
+        else:
+            target.set_result(f.result())
+
+    source.add_done_callback(done)
 
 
 def _user_agent() -> str:

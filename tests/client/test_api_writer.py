@@ -272,3 +272,54 @@ async def test_close_writes_every_pending_event_first(server: FakeServer, store:
     await client.close()
     assert len(store.created) == 200
     assert writer.pending_events == 0
+
+
+async def test_requests_made_while_the_child_restarts_wait_for_the_next_child(
+    server: FakeServer, store: EventStore
+) -> None:
+    client, writer = await _client(server)
+    gate = asyncio.Event()
+    spawn = writer._spawn
+
+    async def gated_spawn() -> None:
+        await gate.wait()
+        await spawn()
+
+    writer._spawn = gated_spawn  # type: ignore[method-assign]
+    try:
+        first = writer.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        async with asyncio.timeout(10):
+            while writer._stdin is not None:
+                await asyncio.sleep(0.005)
+        binding = asyncio.ensure_future(
+            client.create_subresource("v1", "pods", "p1", "binding", BINDING, namespace="ns")
+        )
+        await asyncio.sleep(0.1)
+        assert not binding.done() and store.bindings == []  # held, not failed: it was never sent
+        gate.set()
+        assert await binding == {"kind": "Status", "status": "Success"}
+        assert store.bindings == [BINDING] and writer.restarts == 1
+    finally:
+        gate.set()
+        await client.close()
+
+
+async def test_close_fails_requests_that_no_child_can_answer(server: FakeServer, store: EventStore) -> None:
+    client, writer = await _client(server)
+    writer._spawn = asyncio.Event().wait  # type: ignore[method-assign,assignment]  # never restarts
+    first = writer.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    async with asyncio.timeout(10):
+        while writer._stdin is not None:
+            await asyncio.sleep(0.005)
+    binding = asyncio.ensure_future(
+        client.create_subresource("v1", "pods", "p1", "binding", BINDING, namespace="ns")
+    )
+    await asyncio.sleep(0.05)
+    async with asyncio.timeout(20):
+        await client.close()
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await binding
