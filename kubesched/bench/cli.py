@@ -78,9 +78,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--api-writer",
-        choices=("off", "events", "all"),
+        choices=("auto", "off", "events", "all"),
         default=None,
-        help="e2e: the scheduler's --api-writer (default: the scheduler's default)",
+        help="e2e: the scheduler's --api-writer (default: the scheduler's default, auto)",
     )
     p.add_argument(
         "--scale",

@@ -32,8 +32,8 @@ STARTUP_LOGGER = "kubesched.startup"
 startup_log = logging.getLogger(STARTUP_LOGGER)
 
 EXIT_LEADERSHIP_LOST = 1
-# The API writer child (kubesched/client/writer.py): see --api-writer.
-DEFAULT_API_WRITER = "all"
+# The API writer child (kubesched/client/writer.py): see --api-writer and writer.AUTO_MIN_CPUS.
+DEFAULT_API_WRITER = "auto"
 
 
 def _finite_float(value: str) -> float:
@@ -128,10 +128,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_serving_flags(p)
     p.add_argument(
         "--api-writer",
-        choices=("off", "events", "all"),
+        choices=("auto", "off", "events", "all"),
         default=DEFAULT_API_WRITER,
-        help="hand API writes to a child process with connections of its own: events, or events and bindings "
-        f"(default {DEFAULT_API_WRITER}; kubesched)",
+        help="hand API writes to a child process with connections of its own: events, or events and bindings; "
+        "auto: all with 4 or more CPUs, else off (default auto; kubesched)",
     )
     p.add_argument(
         "--explain",
@@ -391,11 +391,13 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
 
 
 async def _attach_api_writer(client: Any, mode: str) -> None:
-    """Start the API writer child for ``mode`` (events, all) and attach it to ``client``, before the scheduler's
+    """Start the API writer child for ``mode`` (auto, events, all) and attach it to ``client``, before the scheduler's
     event recorders are made; without one (off, or it cannot start) the writes stay in process."""
+    from kubesched.client.writer import ApiWriter, resolve_mode
+
+    mode = resolve_mode(mode)
     if mode == "off":
         return
-    from kubesched.client.writer import ApiWriter
 
     try:
         writer = ApiWriter(client.config, timeout=client.timeout, max_connections=client.max_connections)

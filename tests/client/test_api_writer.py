@@ -323,3 +323,13 @@ async def test_close_fails_requests_that_no_child_can_answer(server: FakeServer,
         await client.close()
         with pytest.raises(aiohttp.ClientConnectionError):
             await binding
+
+
+@pytest.mark.parametrize(("cpus", "expected"), [(1, "off"), (2, "off"), (3, "off"), (4, "all"), (16, "all")])
+def test_auto_mode_takes_the_writer_only_with_cores_to_spare(
+    cpus: int, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+    assert writer_module.resolve_mode("auto") == expected
+    for mode in ("off", "events", "all"):
+        assert writer_module.resolve_mode(mode) == mode
