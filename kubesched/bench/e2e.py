@@ -509,20 +509,29 @@ async def drive(
     return out
 
 
-async def _scheduled_events(client: Any, bound: set[str], wait: float = EVENTS_WAIT_SECONDS) -> int:
+async def _scheduled_events(client: Any, bound: set[str], wait: float = EVENTS_WAIT_SECONDS) -> int | None:
     """How many of the ``bound`` pods have their ``Scheduled`` event, waiting up to ``wait`` seconds for the
-    scheduler's event writes to land (after the measurement: this costs the measured run nothing)."""
+    scheduler's event writes to land (after the measurement: this costs the measured run nothing); None when
+    events cannot be listed."""
+    from kubesched.client.rest import ApiError
+
     deadline = time.monotonic() + wait
+    namespaces = sorted({key.split("/", 1)[0] for key in bound})
     while True:
-        events = await client.list_all("events.k8s.io/v1", "events")
         seen = set()
-        for e in events.get("items") or ():
-            if e.get("reason") != "Scheduled":
-                continue
-            ref = e.get("regarding") or {}
-            key = f"{ref.get('namespace')}/{ref.get('name')}"
-            if key in bound:
-                seen.add(key)
+        for namespace in namespaces:
+            try:
+                events = await client.list_all("events.k8s.io/v1", "events", namespace=namespace)
+            except ApiError as e:  # e.g. no right to list events on somebody else's cluster: not counted
+                log.warning("cannot count the Scheduled events in %s: %s", namespace, e)
+                return None
+            for event in events.get("items") or ():
+                if event.get("reason") != "Scheduled":
+                    continue
+                ref = event.get("regarding") or {}
+                key = f"{ref.get('namespace')}/{ref.get('name')}"
+                if key in bound:
+                    seen.add(key)
         if len(seen) >= len(bound) or time.monotonic() >= deadline:
             return len(seen)
         await asyncio.sleep(0.5)
