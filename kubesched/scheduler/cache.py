@@ -98,6 +98,9 @@ class NodeTable:
         # Cleared (and ``log_epoch`` bumped) when it gets long, so a reader behind must start over.
         self.change_log: list[int] = []
         self.log_epoch = 0
+        # Nonzero while a caller has changed ``free`` in place without ``touch`` (preemption's what-ifs, which
+        # put it back before returning): answers memoised per slot from the change log must not be used then.
+        self.unlogged_edits = 0
         self.labels: list[dict[str, str]] = []
         self.label_version = 0
         self._label_cols: dict[str, np.ndarray] = {}
@@ -120,6 +123,9 @@ class NodeTable:
         self._slots_cache: np.ndarray | None = None
         self.node_version = 0  # bumps when the set of nodes changes
         self._listeners: list[TableListener] = []
+        # Each listener with its optional ``on_pod_replaced`` (looked up once, used for every confirmed binding).
+        self._replacers: list[tuple[TableListener, Callable[[PodInfo, PodInfo, int], None] | None]] = []
+        self._shared: dict[str, Any] = {}
         self._grow(max(1, initial_capacity))
         self.ensure_columns()
 
@@ -220,6 +226,15 @@ class NodeTable:
     def add_listener(self, listener: TableListener) -> None:
         if listener not in self._listeners:
             self._listeners.append(listener)
+            self._replacers.append((listener, getattr(listener, "on_pod_replaced", None)))
+
+    def shared(self, key: str, make: Callable[[], Any]) -> Any:
+        """One object per table and ``key``, built by ``make()`` on first use: indexes several plugins keep over
+        the same pods (say, per-node pod counts) are then maintained once per pod event instead of once each."""
+        found = self._shared.get(key)
+        if found is None:
+            found = self._shared[key] = make()
+        return found
 
     def touch(self, slot: int) -> None:
         """Mark ``slot`` changed: new ``row_version`` stamp, an entry in ``change_log``."""
@@ -514,8 +529,7 @@ class NodeTable:
         pods = self._pods[slot]
         old = pods.pop(pi.uid)
         pods[pi.uid] = pi
-        for lst in self._listeners:
-            replaced = getattr(lst, "on_pod_replaced", None)
+        for lst, replaced in self._replacers:
             if replaced is not None:
                 replaced(old, pi, slot)
             else:
@@ -585,6 +599,19 @@ class SlotMemo:
         including ones without a node; ``compute_one(slot)``, if given, is the same for one slot."""
         log = nodes.change_log
         entry = self._entries.get(key)
+        if entry is not None and entry[1] == nodes.log_epoch and len(entry[0]) == nodes.capacity:
+            # The usual cases first: nothing changed since the last lookup, or one slot (the node that took the
+            # last pod), recomputed in plain Python when the caller can.
+            values = entry[0]
+            seen = entry[2]
+            n = len(log)
+            if seen == n:
+                return values.take(idx)
+            if n - seen == 1 and compute_one is not None:
+                slot = log[seen]
+                values[slot] = compute_one(slot)
+                entry[2] = n
+                return values.take(idx)
         if (
             entry is None
             or entry[1] != nodes.log_epoch

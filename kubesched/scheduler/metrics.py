@@ -14,6 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -62,20 +63,56 @@ def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
     return bounds
 
 
+# Scheduling attempts between two folds of the histograms' pending observations into their buckets
+# (``SchedulerMetrics.observe_attempt``): an attempt observes about a dozen, so a few hundred wait at most.
+FOLD_EVERY_ATTEMPTS = 64
+
+
 class _Series:
-    """One label set of a ``FastHistogram``: per-bucket (non-cumulative) counts and the sum."""
+    """One label set of a ``FastHistogram``: per-bucket (non-cumulative) counts and the sum, and the observations
+    not yet counted in them (``pending``, in the order they were made).
 
-    __slots__ = ("bounds", "counts", "total")
+    An observation is an append to ``pending`` (the hot callers keep ``pending.append`` itself: a C call, where a
+    bisect and two additions in a Python method cost five times as much); ``fold`` counts them into the buckets
+    and adds them to the sum in that order, so the sum is the same float as when each was added at once. Every
+    read (``collect``) folds first."""
 
-    def __init__(self, bounds: list[float]) -> None:
+    __slots__ = ("_bounds", "bounds", "counts", "pending", "total")
+
+    def __init__(self, bounds: list[float], bounds_array: np.ndarray) -> None:
         self.bounds = bounds
+        self._bounds = bounds_array
         self.counts = [0] * len(bounds)
         self.total = 0.0
+        self.pending: list[float] = []
 
     def observe(self, amount: float) -> None:
-        # The first bucket whose bound is >= amount, as prometheus_client's ``amount <= bound``.
-        self.counts[bisect_left(self.bounds, amount)] += 1
-        self.total += amount
+        self.pending.append(amount)
+
+    def fold(self) -> None:
+        pending = self.pending
+        if not pending:
+            return
+        counts = self.counts
+        per_bucket: list[int] = []
+        if len(pending) >= 8:
+            # The first bucket whose bound is >= amount, as bisect_left below (a NaN falls past the end there:
+            # then the general path, which puts it first).
+            at = np.searchsorted(self._bounds, np.array(pending, dtype=np.float64), side="left")
+            per_bucket = np.bincount(at, minlength=len(counts)).tolist()
+        if len(per_bucket) == len(counts):
+            for i, n in enumerate(per_bucket):
+                if n:
+                    counts[i] += n
+        else:
+            # The first bucket whose bound is >= amount, as prometheus_client's ``amount <= bound``.
+            for amount in pending:
+                counts[bisect_left(self.bounds, amount)] += 1
+        total = self.total
+        for amount in pending:
+            total += amount
+        self.total = total
+        pending.clear()  # the same list: callers keep its ``append``
 
 
 class FastHistogram:
@@ -99,6 +136,7 @@ class FastHistogram:
         if bounds[-1] != float("inf"):
             bounds.append(float("inf"))
         self.bounds = bounds
+        self._bounds = np.array(bounds, dtype=np.float64)
         self._le = [floatToGoString(b) for b in bounds]
         self._series: dict[tuple[str, ...], _Series] = {}
         if not self.labelnames:
@@ -110,11 +148,16 @@ class FastHistogram:
         if series is None:
             if len(values) != len(self.labelnames):
                 raise ValueError(f"{self.name}: expected labels {self.labelnames}, got {values}")
-            series = self._series[values] = _Series(self.bounds)
+            series = self._series[values] = _Series(self.bounds, self._bounds)
         return series
 
     def observe(self, amount: float) -> None:
         self.labels().observe(amount)
+
+    def fold(self) -> None:
+        """Count every series' pending observations into its buckets."""
+        for series in list(self._series.values()):
+            series.fold()
 
     def describe(self) -> list[Metric]:
         return [HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)]
@@ -122,6 +165,7 @@ class FastHistogram:
     def collect(self) -> list[Metric]:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
         for values, series in list(self._series.items()):
+            series.fold()
             acc = 0.0
             cumulative = []
             for le, count in zip(self._le, series.counts, strict=True):
@@ -386,6 +430,16 @@ class SchedulerMetrics:
         self._incoming: dict[tuple[str, str], _Count] = {}
         self._algorithm_series = self.scheduling_algorithm_duration.labels()
         self._attempts_series = self.pod_scheduling_attempts.labels()
+        self._histograms = [
+            self.scheduling_attempt_duration,
+            self.scheduling_algorithm_duration,
+            self.pod_scheduling_sli_duration,
+            self.pod_scheduling_attempts,
+            self.framework_extension_point_duration,
+            self.plugin_execution_duration,
+        ]
+        # Attempts until the pending observations are folded (``observe_attempt``).
+        self._until_fold = FOLD_EVERY_ATTEMPTS
         self._without_created = _WithoutCreated(reg)
 
     # -- child cache --------------------------------------------------------------------------------------------
@@ -411,18 +465,28 @@ class SchedulerMetrics:
             self._attempt_series[result, profile] = pair
         count, series = pair
         count.value += 1
-        series.observe(seconds)
+        series.pending.append(seconds)
+        self._until_fold -= 1
+        if not self._until_fold:
+            self.fold()
+
+    def fold(self) -> None:
+        """Count the pending observations of every histogram into its buckets (a scrape folds them too; this keeps
+        them few between scrapes)."""
+        self._until_fold = FOLD_EVERY_ATTEMPTS
+        for histogram in self._histograms:
+            histogram.fold()
 
     def observe_algorithm(self, seconds: float) -> None:
-        self._algorithm_series.observe(seconds)
+        self._algorithm_series.pending.append(seconds)
 
     def observe_pod_scheduled(self, attempts: int, sli_seconds: float) -> None:
         """A pod got bound after ``attempts`` attempts, ``sli_seconds`` after it first entered the queue."""
         series = self._sli_series.get(attempts)
         if series is None:
             series = self._sli_series[attempts] = self.pod_scheduling_sli_duration.labels(str(attempts))
-        series.observe(sli_seconds)
-        self._attempts_series.observe(attempts)
+        series.pending.append(sli_seconds)
+        self._attempts_series.pending.append(attempts)
 
     def observe_extension_point(self, point: str, status: Code | int, profile: str, seconds: float) -> None:
         self.extension_point_observer(point, status, profile)(seconds)
@@ -438,7 +502,7 @@ class SchedulerMetrics:
         if series is None:
             series = self.framework_extension_point_duration.labels(point, status_label(status), profile)
             self._extension_series[key] = series
-        return series.observe
+        return series.pending.append
 
     def sample_plugins(self) -> bool:
         """Whether this cycle records per-plugin durations (upstream samples 10% of the cycles)."""

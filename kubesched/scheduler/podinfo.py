@@ -302,27 +302,44 @@ class PodInfo:
 
     @classmethod
     def from_pod(cls, pod: dict[str, Any], res: ResourceIndex) -> PodInfo:
-        meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
-        status = pod.get("status") or {}
+        proto = _template_of(spec, res)
+        if proto is not None:
+            # A pod of a known template (same spec but for nodeName): its spec-derived fields are the template's.
+            self = _copy_slots(proto, object.__new__, cls)
+            self._read_pod_fields(pod, spec)
+            return self
         self = cls.__new__(cls)
+        self._read_pod_fields(pod, spec)
+        self._read_spec_fields(spec, res)
+        _remember_template(spec, self, res)
+        return self
+
+    def _read_pod_fields(self, pod: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The fields read from metadata, status and ``spec.nodeName`` (everything but the rest of the spec)."""
+        meta = pod.get("metadata") or {}
+        status = pod.get("status") or {}
         self.pod = pod
         self.uid = meta.get("uid") or ""
-        self.namespace = meta.get("namespace") or "default"
-        self.name = meta.get("name") or ""
-        self.key = f"{self.namespace}/{self.name}"
+        self.namespace = namespace = meta.get("namespace") or "default"
+        self.name = name = meta.get("name") or ""
+        self.key = f"{namespace}/{name}"
         self.labels = meta.get("labels") or {}
         self.annotations = meta.get("annotations") or {}
         self.resource_version = meta.get("resourceVersion") or ""
         self.node_name = spec.get("nodeName") or ""
+        self.creation_ts = parse_timestamp(meta.get("creationTimestamp")) or 0.0
+        self.deletion_ts = parse_timestamp(meta.get("deletionTimestamp"))
+        self.nominated_node_name = status.get("nominatedNodeName") or ""
+        self.phase = status.get("phase") or ""
+        self.owner_kind = _owner_kind(meta)
+
+    def _read_spec_fields(self, spec: Mapping[str, Any], res: ResourceIndex) -> None:
+        """The fields derived from the spec except ``nodeName`` (what pods of one template share)."""
         self.scheduler_name = spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME
         self.priority = int(spec.get("priority") or 0)
         self.preemption_policy = spec.get("preemptionPolicy") or DEFAULT_PREEMPTION_POLICY
-        self.creation_ts = parse_timestamp(meta.get("creationTimestamp")) or 0.0
-        self.deletion_ts = parse_timestamp(meta.get("deletionTimestamp"))
         self.scheduling_gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())
-        self.nominated_node_name = status.get("nominatedNodeName") or ""
-        self.phase = status.get("phase") or ""
 
         reqs = compute_requests(spec, res)
         self.requests = reqs.vector
@@ -354,8 +371,6 @@ class PodInfo:
         self.topology_spread_constraints = spec.get("topologySpreadConstraints") or []
         self.pod_affinity = affinity.get("podAffinity")
         self.pod_anti_affinity = affinity.get("podAntiAffinity")
-        self.owner_kind = _owner_kind(meta)
-        return self
 
     # --- derived ------------------------------------------------------------------------------------------
 
@@ -428,6 +443,53 @@ _copy_slots: Callable[..., PodInfo] = _make_copier(PodInfo.__slots__)
 
 def _copy_pod_info(src: PodInfo) -> PodInfo:
     return _copy_slots(src, object.__new__, PodInfo)
+
+
+# --- spec templates ---------------------------------------------------------------------------------------------
+#
+# Pods of one Deployment, Job or benchmark share their spec but for ``nodeName``, and the spec-derived half of a
+# PodInfo (requests, images, ports, tolerations, affinity...) is then the same. A template is the first PodInfo
+# built from such a spec; a later pod whose spec is *equal* to the template's (a deep comparison, done in C by
+# ``dict.__eq__``; ``nodeName`` aside) copies it and reads only its own metadata and status. The templates live in
+# ``ResourceIndex.memo`` (the request vectors depend on the index), a few per set of top-level spec keys.
+
+_TEMPLATES_PER_SHAPE = 4
+_NODE_NAME = "nodeName"
+
+
+def _same_spec(spec: Mapping[str, Any], template: Mapping[str, Any]) -> bool:
+    """``spec == template`` with ``nodeName`` left out on both sides (the same keys are known to be present)."""
+    if _NODE_NAME not in spec:
+        return spec == template
+    for key, value in spec.items():
+        if key != _NODE_NAME:
+            other = template[key]
+            if other is not value and other != value:
+                return False
+    return True
+
+
+def _template_of(spec: Mapping[str, Any], res: ResourceIndex) -> PodInfo | None:
+    found = res.memo.get(("spec-template", *spec))
+    if found is None:
+        return None
+    for template_spec, proto in found:
+        if _same_spec(spec, template_spec):
+            return proto
+    return None
+
+
+def _remember_template(spec: Mapping[str, Any], pi: PodInfo, res: ResourceIndex) -> None:
+    key = ("spec-template", *spec)
+    memo = res.memo
+    found = memo.get(key)
+    if found is None:
+        if len(memo) > 8192:
+            memo.clear()
+        memo[key] = [(spec, pi)]
+        return
+    found.insert(0, (spec, pi))  # the newest first: pods of a workload tend to arrive together
+    del found[_TEMPLATES_PER_SHAPE:]
 
 
 @dataclass(slots=True)

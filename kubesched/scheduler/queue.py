@@ -180,7 +180,8 @@ class Nominator:
 
         Assigned pods are never nominated.
         """
-        self.delete_nominated(pi)
+        if pi.uid in self._node_of:
+            self.delete_nominated(pi)
         node_name = node or pi.nominated_node_name
         if not node_name or pi.node_name:
             return
@@ -633,6 +634,11 @@ class SchedulingQueue:
         """A pod got bound: it may satisfy pending pods' pod affinity or topology spread."""
         event = EVENT_ASSIGNED_POD_ADD
         if self._event_of_interest(event):
+            if not self._topology_waiting:
+                # Nobody waits for an assigned pod (the usual case, once per binding): _move_pods would move
+                # no one and only note the event for the pods in flight.
+                self._record_inflight_event(event, None)
+                return
             self._move_pods(self._cross_topology_candidates(pod), event, event_label(event))
 
     def assigned_pod_updated(

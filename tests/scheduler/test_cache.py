@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubesched.scheduler.cache import Cache, NodeTable, SlotMemo
 from kubesched.scheduler.podinfo import PodInfo
@@ -291,6 +293,38 @@ def test_slot_memo_recomputes_only_changed_slots() -> None:
     assert memo.get(t, "k", np.array([new]), compute).tolist() == [2001]
     assert seen == [slots.tolist(), [int(slots[2])], [new]]
     assert t.change_log[-1] == new
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["add", "remove", "look", "node"]), st.integers(0, 5)), max_size=40)
+)
+def test_slot_memo_with_compute_one_equals_a_fresh_computation(ops: list[tuple[str, int]]) -> None:
+    """Whatever changed between lookups (nothing, one slot, several, a new node), the memo's answer is the
+    function's answer now; ``compute_one`` and ``compute`` serve the changed slots."""
+    t = NodeTable()
+    for i in range(4):
+        t.add_node(node(f"n{i}"))
+    memo = SlotMemo()
+    live: list[str] = []
+
+    def compute(idx: np.ndarray) -> np.ndarray:
+        return t.requested[idx, CPU] * 3 + t.nonzero_requested[idx, 1] % 7
+
+    def compute_one(slot: int) -> int:
+        return int(compute(np.array([slot], dtype=np.intp))[0])
+
+    for n, (op, arg) in enumerate(ops):
+        if op == "add":
+            uid = f"p{n}"
+            t.add_pod(PodInfo.from_pod(pod(uid, cpu=f"{arg + 1}"), t.res), f"n{arg % 4}")
+            live.append(uid)
+        elif op == "remove" and live:
+            t.remove_pod(live.pop(arg % len(live)))
+        elif op == "node":
+            t.add_node(node(f"x{n}"))
+        slots = t.slots()
+        assert memo.get(t, "k", slots, compute, compute_one).tolist() == compute(slots).tolist()
 
 
 # --- Cache ---------------------------------------------------------------------------------------------------

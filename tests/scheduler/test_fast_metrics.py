@@ -3,6 +3,7 @@ a scrape must show exactly what prometheus_client's own Counter and Histogram sh
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from hypothesis import given
@@ -18,15 +19,20 @@ PROFILES = ("default-scheduler", "other")
 QUEUES = ("active", "backoff", "unschedulable", "gated")
 EVENTS = ("PodAdd", "NodeAdd", "UnschedulableTimeout")
 
-seconds = st.floats(min_value=0.0, max_value=100.0, allow_nan=False)
+# Any duration, and the bucket bounds themselves (a value on a bound counts in that bucket).
+seconds = st.one_of(
+    st.floats(min_value=0.0, max_value=100.0, allow_nan=False),
+    st.sampled_from(exponential_buckets(0.001, 2, 15) + exponential_buckets(0.01, 2, 20)),
+)
 calls = st.lists(
     st.one_of(
         st.tuples(st.just("attempt"), st.sampled_from(RESULTS), st.sampled_from(PROFILES), seconds),
         st.tuples(st.just("algorithm"), seconds),
         st.tuples(st.just("scheduled"), st.integers(min_value=1, max_value=40), seconds),
         st.tuples(st.just("incoming"), st.sampled_from(QUEUES), st.sampled_from(EVENTS), st.integers(0, 5)),
+        st.tuples(st.just("scrape")),
     ),
-    max_size=60,
+    max_size=300,  # past the periodic fold (every 64 attempts) too
 )
 
 
@@ -102,6 +108,8 @@ def test_scrape_equals_prometheus_client_fed_the_same(ops: list[tuple[Any, ...]]
             fast.observe_pod_scheduled(n, secs)
             sli.labels(str(n)).observe(secs)
             tries.observe(n)
+        elif kind == "scrape":  # a scrape between observations folds what is pending
+            fast.exposition()
         else:
             _, queue, event, n = op
             fast.count_incoming(queue, event, n)
@@ -144,3 +152,30 @@ def test_fast_counter_refuses_a_negative_increment() -> None:
     else:
         raise AssertionError("a negative increment was accepted")
     assert counter.labels("a").value == 0
+
+
+def test_many_attempts_fold_on_the_way_and_read_the_same() -> None:
+    rng = random.Random(5)
+    fast = SchedulerMetrics()
+    ref = CollectorRegistry()
+    attempts = Counter("scheduler_schedule_attempts", "x", ["result", "profile"], registry=ref)
+    duration = Histogram(
+        "scheduler_scheduling_attempt_duration_seconds",
+        "x",
+        ["result", "profile"],
+        buckets=exponential_buckets(0.001, 2, 15),
+        registry=ref,
+    )
+    bounds = exponential_buckets(0.001, 2, 15)
+    for i in range(1000):
+        secs = rng.choice(bounds) if i % 3 == 0 else rng.expovariate(100.0)
+        result = rng.choice(RESULTS)
+        fast.observe_attempt(result, "default-scheduler", secs)
+        attempts.labels(result, "default-scheduler").inc()
+        duration.labels(result, "default-scheduler").observe(secs)
+        if i == 700:
+            assert fast.exposition()  # a scrape on the way
+    names = {"scheduler_schedule_attempts", "scheduler_scheduling_attempt_duration_seconds"}
+    fast_text = families(fast.registry, names).replace(fast.schedule_attempts.documentation, "x")
+    fast_text = fast_text.replace(fast.scheduling_attempt_duration.documentation, "x")
+    assert fast_text == families(ref, names)

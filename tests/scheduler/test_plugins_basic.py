@@ -1232,3 +1232,40 @@ def test_in_tree_catalogue() -> None:
 def test_filtered_all_pass_has_no_reasons() -> None:
     # The framework treats a verdict without reasons as "rejects nothing"; all_pass must keep that shape.
     assert Filtered.all_pass(3).reasons == ()
+
+
+# NodeResourcesFit's Filter keeps, per node, whether it lacks any resource a pod of one shape asks for, and
+# follows the table's change log: the verdicts must stay those of a fresh plugin whatever changed in between.
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["add", "remove", "node", "look"]),
+            st.integers(0, 5),
+            st.sampled_from(["500m", "1", "1500m"]),
+        ),
+        max_size=30,
+    )
+)
+def test_fit_filter_memo_follows_the_table(ops: list[tuple[str, int, str]]) -> None:
+    cluster = Cluster(*(make_node(f"n{i}", cm("2", "4Gi", pods="3")) for i in range(4)))
+    table = cluster.table
+    kept = fit_plugin()
+    probe = make_pod(cm("1", "1Gi"))
+    live: list[str] = []
+    for n, (op, arg, cpu) in enumerate(ops):
+        if op == "add":
+            d = make_pod(cm(cpu, "1Gi"), name=f"q{n}", node=f"n{arg % 4}")
+            d["metadata"]["uid"] = f"q{n}"
+            cluster.cache.on_pod_add(d)
+            live.append(f"q{n}")
+        elif op == "remove" and live:
+            cluster.cache.on_pod_delete({"metadata": {"uid": live.pop(arg % len(live))}})
+        elif op == "node":
+            cluster.cache.on_node_update(None, make_node(f"n{arg % 4}", cm(f"{arg + 1}", "4Gi", pods="3")))
+        pi = cluster.pi(probe)
+        idx = cluster.idx()
+        got = kept.filter(CycleState(), pi, table, idx)
+        want = fit_plugin().filter(CycleState(), pi, table, idx)
+        assert got.reason_bits.tolist() == want.reason_bits.tolist()
+        assert (list(got.reasons), list(got.unresolvable)) == (list(want.reasons), list(want.unresolvable))

@@ -425,6 +425,52 @@ def test_pod_count_index_matches_brute_force() -> None:
     assert fresh.counts(matcher).tolist() == want.tolist()
 
 
+def test_pod_count_index_is_shared_by_the_plugins_of_a_table() -> None:
+    """PodTopologySpread and InterPodAffinity (of any number of profiles) follow one PodCountIndex per table,
+    so a pod event updates the per-node counts once; the counts stay exact for every plugin's matchers."""
+    from kubesched.scheduler.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
+
+    rng = np.random.default_rng(11)
+    cache = Cache()
+    for i in range(12):
+        cache.on_node_add(host(f"n{i}"))
+    handle = Handle(cache=cache)
+    spread = [PodTopologySpread(PodTopologySpreadArgs(), handle) for _ in range(2)]
+    affinity = [InterPodAffinity(InterPodAffinityArgs(), handle) for _ in range(2)]
+    shared = PodCountIndex.of(cache.table)
+    assert all(p.index(cache.table) is shared for p in spread)
+    assert all(p.indexes(cache.table)[0] is shared for p in affinity)
+    indexes = [lst for lst in cache.table._listeners if isinstance(lst, PodCountIndex)]
+    assert indexes == [shared]
+    matchers = [
+        PodMatcher(((frozenset({ns}), LabelSelector.parse({"matchLabels": {"app": app}})),), skip)
+        for ns in ("default", "other")
+        for app in ("a", "b")
+        for skip in (True, False)
+    ]
+    for m in matchers[::2]:
+        shared.counts(m)  # some built early (maintained incrementally), the rest built at the end
+    live: list[str] = []
+    for _ in range(200):
+        if live and rng.random() < 0.3:
+            uid = live.pop(int(rng.integers(len(live))))
+            cache.on_pod_delete({"metadata": {"uid": uid}})
+        else:
+            d = pod_dict(
+                {"app": str(rng.choice(["a", "b"]))},
+                f"n{rng.integers(12)}",
+                str(rng.choice(["default", "other"])),
+                terminating=bool(rng.random() < 0.1),
+            )
+            cache.on_pod_add(d)
+            live.append(d["metadata"]["uid"])
+    for m in matchers:
+        want = np.zeros(cache.table.capacity, dtype=np.int64)
+        for pi, slot in cache.table.iter_pods():
+            want[slot] += m(pi)
+        assert shared.counts(m).tolist() == want.tolist()
+
+
 # --- Score, from upstream TestPodTopologySpreadScore -------------------------------------------------------------
 
 A_TO_D = [host(f"node-{c}") for c in "abcd"]

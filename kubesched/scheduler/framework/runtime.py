@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +81,7 @@ _POINT_PROTOCOLS: dict[str, type] = {
 }
 _POINT_BY_KEY = {p.lower(): p for p in _POINT_PROTOCOLS}
 _OK = Status.success()  # the shared success status most plugins answer
+_SKIPPED = Status.skip()  # the shared skip status
 
 
 def _discard(seconds: float) -> None:
@@ -142,28 +143,68 @@ def fit_error_message(num_all_nodes: int, diagnosis: NodeToStatus, preemption_me
     return msg
 
 
-@dataclass
 class ScheduleResult:
     """The outcome of one scheduling cycle.
 
     ``node``: the chosen node, None if none fits (then ``status`` says why: UNSCHEDULABLE with the
     FailedScheduling message, or ERROR). ``evaluated``/``feasible``: nodes filtered / nodes that passed.
+    ``diagnosis``: why nodes were rejected (filled when none fits, or with ``record_scores``; an empty one is made
+    on first reading otherwise, so a successful cycle builds none).
     With ``record_scores``: ``scores[node][plugin]`` is the weighted (normalized x weight) score,
     ``total_scores[node]`` their sum, and ``filtered[node]`` the reasons a node was rejected.
     """
 
-    node: str | None
-    status: Status
-    diagnosis: NodeToStatus = field(default_factory=NodeToStatus)
-    evaluated: int = 0
-    feasible: int = 0
-    scores: dict[str, dict[str, int]] | None = None
-    filtered: dict[str, list[str]] | None = None
-    total_scores: dict[str, int] | None = None
+    __slots__ = (
+        "_diagnosis",
+        "evaluated",
+        "feasible",
+        "filtered",
+        "node",
+        "scores",
+        "status",
+        "total_scores",
+    )
+
+    def __init__(
+        self,
+        node: str | None,
+        status: Status,
+        diagnosis: NodeToStatus | None = None,
+        evaluated: int = 0,
+        feasible: int = 0,
+        scores: dict[str, dict[str, int]] | None = None,
+        filtered: dict[str, list[str]] | None = None,
+        total_scores: dict[str, int] | None = None,
+    ) -> None:
+        self.node = node
+        self.status = status
+        self._diagnosis = diagnosis
+        self.evaluated = evaluated
+        self.feasible = feasible
+        self.scores = scores
+        self.filtered = filtered
+        self.total_scores = total_scores
+
+    @property
+    def diagnosis(self) -> NodeToStatus:
+        diagnosis = self._diagnosis
+        if diagnosis is None:
+            diagnosis = self._diagnosis = NodeToStatus()
+        return diagnosis
+
+    @diagnosis.setter
+    def diagnosis(self, value: NodeToStatus) -> None:
+        self._diagnosis = value
 
     @property
     def ok(self) -> bool:
         return self.node is not None
+
+    def __repr__(self) -> str:
+        return (
+            f"ScheduleResult(node={self.node!r}, status={self.status!r}, evaluated={self.evaluated}, "
+            f"feasible={self.feasible})"
+        )
 
 
 @dataclass(slots=True)
@@ -276,6 +317,9 @@ class Framework:
         # Extension-point durations: one observer per (point, code), bound on first use (a bound series is
         # exposed, so none is bound before its point ran); the hot points' success observers are attributes.
         self._observers: dict[tuple[str, Code], Callable[[float], None]] = {}
+        self._doubled: tuple[np.ndarray, np.ndarray] | None = (
+            None  # candidates, and them twice (wrapping chunks)
+        )
         self._ok_pre_filter = self._success_observer("_ok_pre_filter", "PreFilter")
         self._ok_filter = self._success_observer("_ok_filter", "Filter")
         self._ok_pre_score = self._success_observer("_ok_pre_score", "PreScore")
@@ -503,6 +547,7 @@ class Framework:
         table.ensure_columns()
         names: set[str] | None = None
         restricting: list[str] = []
+        skip_filter = state.skip_filter
         for pl in self._pre_filter:
             try:
                 result, s = pl.pre_filter(state, pod, table)
@@ -513,10 +558,14 @@ class Framework:
                     Status(Code.ERROR, [f'running PreFilter plugin "{pl.name}": {exc}'], pl.name),
                     set(),
                 )
-            if s is _OK and result is None:
-                continue  # the usual answer, checked first
-            if s.is_skip:
-                state.skip_filter.add(pl.name)
+            if result is None:  # the usual answers, checked first
+                if s is _OK:
+                    continue
+                if s is _SKIPPED:
+                    skip_filter.add(pl.name)
+                    continue
+            if s.code == Code.SKIP:
+                skip_filter.add(pl.name)
                 continue
             if not s.ok:
                 if not s.rejected:
@@ -533,7 +582,9 @@ class Framework:
                         msg = f"node(s) didn't satisfy plugin(s) {_go_list(restricting)} simultaneously"
                     s = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg], pl.name)
                     return PreFilterResult(names), s, set(restricting)
-        return PreFilterResult(names), Status.success(), set(restricting)
+        if names is None:
+            return None, _OK, set()
+        return PreFilterResult(names), _OK, set(restricting)
 
     def run_filters(
         self, state: CycleState, pod: PodInfo, idx: np.ndarray
@@ -606,9 +657,11 @@ class Framework:
             if not verdict.reasons:
                 continue  # a verdict without reasons rejects nothing (Filtered.all_pass and the like)
             bits = verdict.reason_bits
-            bad = bits != 0
-            if not np.count_nonzero(bad):  # cheaper than ndarray.any() for the usual all-pass verdict
+            # One C method for the usual all-pass verdict (``ndarray.any()`` and ``np.count_nonzero`` go through
+            # Python wrappers).
+            if not len(bits.nonzero()[0]):
                 continue
+            bad = bits != 0
             if pos is None:
                 pos = np.arange(len(idx), dtype=np.intp)
             rejections.append(
@@ -774,7 +827,14 @@ class Framework:
             if lo + size <= n:
                 chunk = candidates[lo : lo + size]
             else:
-                chunk = np.concatenate((candidates[lo:], candidates[: size - (n - lo)]))
+                # Wrapping around: a slice of the candidates twice over, kept while the candidates are the same
+                # array (the table's cached slots), instead of a concatenation per cycle.
+                doubled = self._doubled
+                if doubled is None or doubled[0] is not candidates:
+                    twice = np.concatenate((candidates, candidates))
+                    twice.flags.writeable = False
+                    doubled = self._doubled = (candidates, twice)
+                chunk = doubled[1][lo : lo + size]
             alive, pos, rejs = self._filter_chunk(state, pod, table, chunk)
             chunk_extra: list[tuple[int, Status, int]] = []
             chunk_late: _Rejections | None = None
@@ -799,16 +859,20 @@ class Framework:
             if len(alive) > need:
                 cut = int(pos[need - 1]) if pos is not None else need - 1
                 alive = alive[:need]
-                rejs = [r for r in (rej.before(cut) for rej in rejs) if r is not None]
-                chunk_extra = [e for e in chunk_extra if e[2] <= cut]
+                if rejs:
+                    rejs = [r for r in (rej.before(cut) for rej in rejs) if r is not None]
+                if chunk_extra:
+                    chunk_extra = [e for e in chunk_extra if e[2] <= cut]
                 if chunk_late is not None:
                     chunk_late = chunk_late.before(cut)
                 consumed = cut + 1
-            extra.extend((slot, status) for slot, status, _ in chunk_extra)
+            if chunk_extra:
+                extra.extend((slot, status) for slot, status, _ in chunk_extra)
             if chunk_late is not None:
                 late.append(chunk_late)
             found_parts.append(alive)
-            rejections.extend(rejs)
+            if rejs:
+                rejections.extend(rejs)
             found += len(alive)
             done += consumed
         rejections.extend(late)
@@ -831,13 +895,12 @@ class Framework:
             self._cycles += 1
             cycle = self._cycles
         table = self.nodes
-        table.ensure_columns()
         num_all = table.num_nodes
         if num_all == 0:
             return ScheduleResult(None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [NO_NODES_AVAILABLE]))
 
-        pre_result, s, pre_plugins = self.run_pre_filter(state, pod)
-        if not s.ok:
+        pre_result, s, pre_plugins = self.run_pre_filter(state, pod)  # widens the table's columns first
+        if s is not _OK and s.code != Code.SUCCESS:
             if s.code == Code.ERROR:
                 return ScheduleResult(None, s)
             diagnosis = NodeToStatus.over(table, pre_filter_message=s.message(), plugins=set(pre_plugins))
@@ -868,7 +931,7 @@ class Framework:
                     if len(alive) and not nominated_rejections:
                         if batch is not None:  # upstream stores the one-node result too (a wasted hint)
                             batch.store(signature, hint, pod.nominated_node_name, None, cycle)
-                        return ScheduleResult(pod.nominated_node_name, Status(), evaluated=1, feasible=1)
+                        return ScheduleResult(pod.nominated_node_name, _OK, None, 1, 1)
                     for rej in rejs:
                         nominated_rejections.extend(
                             (int(sl), st) for st, sls in _group_statuses(rej) for sl in sls.tolist()
@@ -881,7 +944,7 @@ class Framework:
                     if found:
                         if batch is not None:
                             batch.store(signature, hint, hint, None, cycle)
-                        return ScheduleResult(hint, Status(), evaluated=1, feasible=1)
+                        return ScheduleResult(hint, _OK, None, 1, 1)
 
             all_slots = table.slots()
             absent: np.ndarray | None = None
@@ -904,7 +967,9 @@ class Framework:
         except FilterError as exc:
             return ScheduleResult(None, Status(Code.ERROR, [str(exc)]))
 
-        rejected = sum(len(r.slots) for r in rejections) + len(extra)
+        rejected = len(extra)
+        for rej in rejections:
+            rejected += len(rej.slots)
         if nominated_rejections:
             seen = set(feasible.tolist()) | {slot for slot, _ in extra}
             for rej in rejections:
@@ -922,7 +987,7 @@ class Framework:
             result.evaluated = evaluated
             return result
 
-        result = ScheduleResult(None, Status(), evaluated=evaluated, feasible=len(feasible))
+        result = ScheduleResult(None, _OK, None, evaluated, len(feasible))
         if record_scores:
             diagnosis = _tally(self._diagnosis(table, rejections, nominated_rejections, extra))
             result.diagnosis = diagnosis
@@ -944,12 +1009,7 @@ class Framework:
             return ScheduleResult(
                 None, Status(Code.ERROR, [str(exc)]), evaluated=evaluated, feasible=len(feasible)
             )
-        # The best total, ties broken at random (argmax is a C method; ``max()`` goes through a Python wrapper).
-        pick = int(total.argmax())
-        ties = total == total[pick]
-        n_best = int(np.count_nonzero(ties))
-        if n_best > 1:
-            pick = int(np.flatnonzero(ties)[self._rng.randrange(n_best)])
+        pick = _pick_best(total, self._rng)
         result.node = table.names[int(feasible[pick])]
         if batch is not None:
             others = self._ranked_rest(table, feasible, total, pick) if signature is not None else None
@@ -1106,7 +1166,9 @@ class Framework:
         now = perf_counter()
         self._ok_pre_score(now - started)
         started = now
-        total = np.zeros(len(feasible), dtype=np.int64)
+        # The weighted sum, started from the first plugin's scores (never written to in place: a plugin may keep
+        # the array it answered).
+        total: np.ndarray | None = None
         per_plugin: dict[str, np.ndarray] = {}
         for pl, weight, normalize, check in self._score:
             if skip and pl.name in skip:
@@ -1123,13 +1185,16 @@ class Framework:
                         f'plugin "{pl.name}" returns an invalid score {bad}, it should in the range of '
                         f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
                     )
-            if weight == 1:
-                total += scores
+            weighted = scores if weight == 1 else scores * weight
+            if total is None:
+                total = np.asarray(weighted, dtype=np.int64)  # no copy for the usual int64 array
             else:
-                total += scores * weight
+                total = total + weighted
             if record:
                 per_plugin[pl.name] = np.asarray(scores, dtype=np.int64) * weight
         self._ok_score(perf_counter() - started)
+        if total is None:
+            total = np.zeros(len(feasible), dtype=np.int64)
         return total, per_plugin
 
     # --- PostFilter ----------------------------------------------------------------------------------------
@@ -1298,6 +1363,18 @@ class Framework:
 
 class _ScoreError(Exception):
     pass
+
+
+def _pick_best(total: np.ndarray, rng: random.Random) -> int:
+    """The position of the best total, ties broken at random: one ``randrange`` over the tied positions in
+    ascending order (argmax and nonzero are C methods; ``max()``, ``count_nonzero`` and ``flatnonzero`` go
+    through Python wrappers)."""
+    pick = int(total.argmax())
+    best = (total == total[pick]).nonzero()[0]
+    n_best = len(best)
+    if n_best > 1:
+        pick = int(best[rng.randrange(n_best)])
+    return pick
 
 
 def _nominated_as_rejections(

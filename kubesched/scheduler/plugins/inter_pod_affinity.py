@@ -400,7 +400,7 @@ class InterPodAffinity:
 
     def indexes(self, nodes: NodeTable) -> tuple[PodCountIndex, AffinityTermIndex]:
         if self._index is None or self._terms is None or self._index.nodes is not nodes:
-            self._index = PodCountIndex(nodes)
+            self._index = PodCountIndex.of(nodes)
             self._terms = AffinityTermIndex(self._index)
         return self._index, self._terms
 

@@ -320,6 +320,7 @@ def _masked_std(cols: list[Column], fracs: list[np.ndarray], n: int) -> np.ndarr
 
 # 50 + trunc((50 + d) / 2) for d = b(with) - b(without) in [-100, 100], as a lookup table.
 _BALANCE_136 = np.array([50 + int((50 + d) / 2) for d in range(-100, 101)], dtype=np.int64)
+_BALANCE_136_LIST: list[int] = _BALANCE_136.tolist()
 
 
 def balanced_allocation_136(cols: list[Column], n: int) -> np.ndarray:
@@ -398,7 +399,17 @@ def balance_one(pairs: list[tuple[int, int]]) -> int:
     return int((1.0 - std) * MAX_NODE_SCORE)
 
 
+def _balance_two(r0: int, a0: int, r1: int, a1: int) -> int:
+    """``balance_one([(r0, a0), (r1, a1)])`` without the lists (the usual cpu and memory), same arithmetic."""
+    f0 = min(float(r0) / float(a0), 1.0)
+    f1 = min(float(r1) / float(a1), 1.0)
+    return int((1.0 - abs((f0 - f1) / 2)) * MAX_NODE_SCORE)
+
+
 def balanced_allocation_136_one(row: list[tuple[int, int, int, int]]) -> int:
+    if len(row) == 2:
+        (a0, b0, p0, _), (a1, b1, p1, _) = row
+        return _BALANCE_136_LIST[_balance_two(b0 + p0, a0, b1 + p1, a1) - _balance_two(b0, a0, b1, a1) + 100]
     with_pod = balance_one([(base + pod, alloc) for alloc, base, pod, _ in row])
     without_pod = balance_one([(base, alloc) for alloc, base, _, _ in row])
-    return int(_BALANCE_136[with_pod - without_pod + 100])
+    return _BALANCE_136_LIST[with_pod - without_pod + 100]

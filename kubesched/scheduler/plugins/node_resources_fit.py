@@ -193,7 +193,10 @@ class NodeResourcesFit:
         shape = tuple((p.utilization, p.score) for p in ratio.shape) if ratio is not None else ()
         self._shape = scale_shape(shape or DEFAULT_SHAPE)
         self._plans: dict[tuple[int, bytes], _FitPlan] = {}
+        # The last plan with the request vector (held, so its identity is not reused) and table width it is for.
+        self._last_plan: tuple[np.ndarray, int, _FitPlan] | None = None
         self._memo = SlotMemo()
+        self._short_memo = SlotMemo()
         self._reasons: dict[int, str] = {}
 
     def sign_pod(self, pod: PodInfo) -> tuple[object, ...] | None:
@@ -215,11 +218,15 @@ class NodeResourcesFit:
         return name in self.ignored_resources or name.split("/", 1)[0] in self.ignored_groups
 
     def _plan(self, pod: PodInfo, nodes: NodeTable) -> _FitPlan:
+        last = self._last_plan
+        if last is not None and last[0] is pod.requests and last[1] == nodes.width:
+            return last[2]  # pods of one template share their (read-only) request vector
         if len(pod.requests) > nodes.width:
             nodes.ensure_columns()  # the pod brought a resource name no node has yet
         key = (nodes.width, pod.requests.tobytes())
         plan = self._plans.get(key)
         if plan is not None:
+            self._last_plan = (pod.requests, nodes.width, plan)
             return plan
         names = nodes.res.names
         cols = [PODS] + [
@@ -238,6 +245,7 @@ class NodeResourcesFit:
         if len(self._plans) > 4096:
             self._plans.clear()
         self._plans[key] = plan
+        self._last_plan = (pod.requests, nodes.width, plan)
         return plan
 
     def pre_filter(
@@ -252,6 +260,8 @@ class NodeResourcesFit:
             plan = self._plan(pod, nodes)
         if len(idx) == 1:
             return self._filter_one(plan, nodes, int(idx[0]))
+        if not nodes.unlogged_edits and not np.count_nonzero(self._short_somewhere(plan, nodes, idx)):
+            return Filtered.all_pass(len(idx))
         free = nodes.free.T  # (width, capacity), rows contiguous
         if len(plan.cols) == 1:
             short_pods = free[PODS].take(idx) < 1
@@ -271,6 +281,27 @@ class NodeResourcesFit:
                 bits |= unres.astype(np.uint64) << np.uint64(2 * j + 1)
             bits |= row.astype(np.uint64) << np.uint64(2 * j)
         return Filtered(bits, plan.reasons, plan.unresolvable)
+
+    def _short_somewhere(self, plan: _FitPlan, nodes: NodeTable, idx: np.ndarray) -> np.ndarray:
+        """Per node of ``idx``: 1 if it lacks any resource the plan checks, else 0. Memoised per slot (a node's
+        answer changes only with its row), so that pods of one template, the usual case, pay one ``take``."""
+        cols, need = plan.cols, plan.need
+
+        def compute(sub: np.ndarray) -> np.ndarray:
+            free = nodes.free.T
+            short = np.zeros(len(sub), dtype=np.int64)
+            for col, amount in zip(cols, need, strict=True):
+                short |= free[col].take(sub) < amount
+            return short
+
+        def compute_one(slot: int) -> int:
+            row = nodes.free[slot].tolist()
+            for col, amount in zip(cols, need, strict=True):
+                if row[col] < amount:
+                    return 1
+            return 0
+
+        return self._short_memo.get(nodes, (cols, need), idx, compute, compute_one)
 
     @staticmethod
     def _filter_one(plan: _FitPlan, nodes: NodeTable, slot: int) -> Filtered:

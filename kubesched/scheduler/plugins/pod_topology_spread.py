@@ -170,6 +170,14 @@ class PodCountIndex:
                 self._record(pi, int(slot))
         nodes.add_listener(self)
 
+    @classmethod
+    def of(cls, nodes: NodeTable) -> PodCountIndex:
+        """The index of ``nodes`` shared by every plugin that counts pods per node (PodTopologySpread,
+        InterPodAffinity, every profile): one bookkeeping per pod event rather than one per plugin. Counters are
+        keyed by their matcher, so sharing them changes no answer."""
+        index: PodCountIndex = nodes.shared("PodCountIndex", lambda: cls(nodes))
+        return index
+
     # -- queries
 
     def counts(self, matcher: PodMatcher) -> np.ndarray:
@@ -539,7 +547,7 @@ class PodTopologySpread:
 
     def index(self, nodes: NodeTable) -> PodCountIndex:
         if self._index is None or self._index.nodes is not nodes:
-            self._index = PodCountIndex(nodes)
+            self._index = PodCountIndex.of(nodes)
         return self._index
 
     # -- queueing

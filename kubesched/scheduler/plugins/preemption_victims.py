@@ -167,11 +167,13 @@ def nominated_rejections_in_bulk(
     statuses: dict[int, Status] = {}
     if len(bulk):
         nodes.free[bulk, :width] -= taken
+        nodes.unlogged_edits += 1
         try:
             ok, rejected = fw.run_filters(state, pod, bulk)
         except FilterError:
             return None
         finally:
+            nodes.unlogged_edits -= 1
             nodes.free[bulk, :width] += taken
         if not exact:  # the bulk slots are ``slots`` in order: the rejected ones, in order, without a walk
             bad: list[int] = bulk[~ok].tolist()
@@ -794,11 +796,13 @@ class FastDryRun:
             if taken is not None:
                 delta -= taken[part]
             free[part, :width] += delta
+            nodes.unlogged_edits += 1
             try:
                 fits, rejected = fw.run_filters(state, pod, part)
             except FilterError:
                 return None  # the exact run reports it node by node
             finally:
+                nodes.unlogged_edits -= 1
                 free[part, :width] -= delta
             return pos[fits], rejected
 
