@@ -60,6 +60,7 @@ START_TIMEOUT = 60.0
 BOUND_PODS = "spec.nodeName!="
 LOG_TAIL = 15
 EVENTS_WAIT_SECONDS = 15.0
+EVENTS_POLL_SECONDS = 0.2
 READY_POLL = 0.05
 
 
@@ -443,7 +444,9 @@ async def drive(
         cpu_seconds = scheduler.cpu_seconds() - cpu_start
         writer_cpu = scheduler.children_cpu_seconds() - writer_cpu_start
         bound_keys = {k for k in measured_keys if k in watch.bind_times}
-        scheduled_events = await _scheduled_events(client, bound_keys) if scheduler.alive() else None
+        scheduled_events, events_lag = (
+            await _scheduled_events(client, bound_keys, since=end) if scheduler.alive() else (None, 0.0)
+        )
         api_rss = peak_rss(api_pid) if api_pid is not None else 0
         scheduler_alive = scheduler.alive()
     finally:
@@ -487,6 +490,9 @@ async def drive(
         "unschedulablePodsCreated": len(churn_created),
         "podsDeleted": sum(1 for kind, _ in watch.changes if kind == "deleted"),
         "scheduledEvents": scheduled_events,
+        # from the end of the measurement (the last binding seen) until every Scheduled event was there: the
+        # scheduler favours bindings, so most events of a burst are written after its last binding
+        "scheduledEventsLagSeconds": round(events_lag, 2),
     }
     if api_pid is not None:
         # CPU the API server and this harness (its pod watch) used while the measured pods were scheduled:
@@ -513,10 +519,14 @@ async def drive(
     return out
 
 
-async def _scheduled_events(client: Any, bound: set[str], wait: float = EVENTS_WAIT_SECONDS) -> int | None:
+async def _scheduled_events(
+    client: Any, bound: set[str], wait: float = EVENTS_WAIT_SECONDS, since: float | None = None
+) -> tuple[int | None, float]:
     """How many of the ``bound`` pods have their ``Scheduled`` event, waiting up to ``wait`` seconds for the
-    scheduler's event writes to land (after the measurement: this costs the measured run nothing); None when
-    events cannot be listed."""
+    scheduler's event writes to land (after the measurement: this costs the measured run nothing), and when
+    the count was taken, in seconds after ``since`` (a ``perf_counter`` time; default: now). The count is None
+    when events cannot be listed."""
+    since = time.perf_counter() if since is None else since
     from kubesched.client.rest import ApiError
 
     deadline = time.monotonic() + wait
@@ -528,7 +538,7 @@ async def _scheduled_events(client: Any, bound: set[str], wait: float = EVENTS_W
                 events = await client.list_all("events.k8s.io/v1", "events", namespace=namespace)
             except ApiError as e:  # e.g. no right to list events on somebody else's cluster: not counted
                 log.warning("cannot count the Scheduled events in %s: %s", namespace, e)
-                return None
+                return None, 0.0
             for event in events.get("items") or ():
                 if event.get("reason") != "Scheduled":
                     continue
@@ -537,8 +547,8 @@ async def _scheduled_events(client: Any, bound: set[str], wait: float = EVENTS_W
                 if key in bound:
                     seen.add(key)
         if len(seen) >= len(bound) or time.monotonic() >= deadline:
-            return len(seen)
-        await asyncio.sleep(0.5)
+            return len(seen), time.perf_counter() - since
+        await asyncio.sleep(EVENTS_POLL_SECONDS)
 
 
 def _cpu_seconds(pid: int | None, children_only: bool = False) -> float:
