@@ -77,6 +77,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="e2e: create the measured pods before (re)starting the scheduler, or while it runs",
     )
     p.add_argument(
+        "--api-writer",
+        choices=("auto", "off", "events", "all"),
+        default=None,
+        help="e2e: the scheduler's --api-writer (default: the scheduler's default, auto)",
+    )
+    p.add_argument(
         "--scale",
         metavar="N[,N...]",
         default=None,
@@ -272,7 +278,12 @@ def run_one(
     if args.mode == "e2e":
         from kubesched.bench.e2e import E2eOptions, run_e2e
 
-        e2e_options = E2eOptions(timeout=args.timeout, create=args.create, keep_series=bool(args.plot))
+        e2e_options = E2eOptions(
+            timeout=args.timeout,
+            create=args.create,
+            keep_series=bool(args.plot),
+            api_writer=getattr(args, "api_writer", None),
+        )
         return run_e2e(workload, e2e_options, catalogue, progress)
     from kubesched.bench.inprocess import run_inprocess
 

@@ -59,6 +59,8 @@ LAG_SAMPLE_SECONDS = 0.01
 START_TIMEOUT = 60.0
 BOUND_PODS = "spec.nodeName!="
 LOG_TAIL = 15
+EVENTS_WAIT_SECONDS = 15.0
+EVENTS_POLL_SECONDS = 0.2
 READY_POLL = 0.05
 
 
@@ -68,6 +70,7 @@ class E2eOptions:
     create: str = "before"  # or "live"
     keep_dir: bool = False
     keep_series: bool = False  # add the per-pod bind offsets and latencies (``series``) for --plot
+    api_writer: str | None = None  # the scheduler's --api-writer (None: its default)
 
 
 class _Process:
@@ -91,8 +94,12 @@ class _Process:
         return peak_rss(self.proc.pid) if self.alive() else 0
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time used so far (0 once it exited)."""
+        """User + system CPU time used so far, its child processes included (0 once it exited)."""
         return _cpu_seconds(self.proc.pid)
+
+    def children_cpu_seconds(self) -> float:
+        """The part of :meth:`cpu_seconds` used by its live child processes (the scheduler's API writer)."""
+        return _cpu_seconds(self.proc.pid, children_only=True)
 
     def stop(self, timeout: float = 10.0) -> int:
         if self.alive():
@@ -233,9 +240,10 @@ def run_e2e(
     return asyncio.run(_run(workload, options, catalogue, progress or (lambda phase, done, total: None)))
 
 
-def kubesched_scheduler_command(config_path: Path, port: int) -> list[str]:
+def kubesched_scheduler_command(config_path: Path, port: int, api_writer: str | None = None) -> list[str]:
     """This build's ``kubesched scheduler``; its secure port serves /readyz, which passes once the informers
     synced (scheduling starts then)."""
+    extra = ["--api-writer", api_writer] if api_writer else []
     return [
         sys.executable,
         "-m",
@@ -247,6 +255,7 @@ def kubesched_scheduler_command(config_path: Path, port: int) -> list[str]:
         str(port),
         "--bind-address",
         "127.0.0.1",
+        *extra,
     ]
 
 
@@ -274,7 +283,7 @@ async def _run(
 
         def start_scheduler() -> _Process:
             port = _free_port()
-            cmd = kubesched_scheduler_command(config_path, port)
+            cmd = kubesched_scheduler_command(config_path, port, options.api_writer)
             started = _Process("scheduler", cmd, work / f"scheduler-{len(schedulers)}.log")
             started.port = port
             schedulers.append(started)
@@ -366,10 +375,11 @@ async def drive(
 
         create_pods = _create_all(create_measured, measured)
         start: float | None = None
-        startup = 0.0
+        startup = startup_cpu = 0.0
         creating: asyncio.Task[None] | None = None
         begin = time.perf_counter()
         cpu_start = scheduler.cpu_seconds()
+        writer_cpu_start = scheduler.children_cpu_seconds()
         api_cpu_start, harness_cpu_start = _cpu_seconds(api_pid), time.process_time()
         steady = workload.arrival_rate > 0
         if not timed_out and steady:
@@ -384,6 +394,7 @@ async def drive(
             lag = _LoopLag(LAG_SAMPLE_SECONDS)
             quiet.callback(lag.stop)
             cpu_start = scheduler.cpu_seconds()
+            writer_cpu_start = scheduler.children_cpu_seconds()
             api_cpu_start, harness_cpu_start = _cpu_seconds(api_pid), time.process_time()
             begin = start = time.perf_counter()
             creating = asyncio.create_task(
@@ -396,11 +407,12 @@ async def drive(
             await create_pods
             scheduler = start_scheduler()
             begin = time.perf_counter()
-            cpu_start = 0.0
+            cpu_start = writer_cpu_start = 0.0
             api_cpu_start, harness_cpu_start = _cpu_seconds(api_pid), time.process_time()
             if await _wait_ready(scheduler, options.timeout):
                 start = time.perf_counter()
                 startup = start - begin
+                startup_cpu = scheduler.cpu_seconds()  # imports, informers' lists, caches: not per pod
         elif not timed_out:
             begin = start = time.perf_counter()
             creating = asyncio.create_task(create_pods)
@@ -430,6 +442,11 @@ async def drive(
         await asyncio.sleep(0.5)  # let deletions and late bindings reach the watch
         scheduler_rss = max(scheduler_rss, scheduler.peak_rss())
         cpu_seconds = scheduler.cpu_seconds() - cpu_start
+        writer_cpu = scheduler.children_cpu_seconds() - writer_cpu_start
+        bound_keys = {k for k in measured_keys if k in watch.bind_times}
+        scheduled_events, events_lag = (
+            await _scheduled_events(client, bound_keys, since=end) if scheduler.alive() else (None, 0.0)
+        )
         api_rss = peak_rss(api_pid) if api_pid is not None else 0
         scheduler_alive = scheduler.alive()
     finally:
@@ -452,19 +469,30 @@ async def drive(
             f"timed out after {options.timeout:.0f} s waiting for pods to be bound"
             + ("" if scheduler_alive else " (the scheduler process exited)")
         )
+    if scheduled_events is not None and scheduled_events < len(times):
+        checker.problem(f"{len(times) - scheduled_events} bound pods have no Scheduled event")
     check = checker.finish(measured_keys, churn_created)
     out: dict[str, Any] = {
         "throughput": summarize(times, start).as_json(),
         "durationSeconds": round(last - begin, 3),
         "schedulerStartupSeconds": round(startup, 3),
+        # --create before: the part of schedulerCPUSeconds spent before /readyz passed (0 otherwise: the
+        # measurement starts with the scheduler running)
+        "schedulerStartupCPUSeconds": round(startup_cpu, 3),
         "podsPerSecondOverall": round(len(times) / (last - begin), 1) if last > begin else 0.0,
         "peakRSSBytes": scheduler_rss,
+        # the scheduler's process tree: its API writer child (--api-writer) included, and reported apart
         "schedulerCPUSeconds": round(cpu_seconds, 3),
+        "writerCPUSeconds": round(writer_cpu, 3),
         "podsPerCPUSecond": round(len(times) / cpu_seconds, 1) if cpu_seconds > 0 else 0.0,
         "harnessCPUSeconds": round(harness_cpu, 3),
         "check": check.as_json(),
         "unschedulablePodsCreated": len(churn_created),
         "podsDeleted": sum(1 for kind, _ in watch.changes if kind == "deleted"),
+        "scheduledEvents": scheduled_events,
+        # from the end of the measurement (the last binding seen) until every Scheduled event was there: the
+        # scheduler favours bindings, so most events of a burst are written after its last binding
+        "scheduledEventsLagSeconds": round(events_lag, 2),
     }
     if api_pid is not None:
         # CPU the API server and this harness (its pod watch) used while the measured pods were scheduled:
@@ -491,16 +519,49 @@ async def drive(
     return out
 
 
-def _cpu_seconds(pid: int | None) -> float:
+async def _scheduled_events(
+    client: Any, bound: set[str], wait: float = EVENTS_WAIT_SECONDS, since: float | None = None
+) -> tuple[int | None, float]:
+    """How many of the ``bound`` pods have their ``Scheduled`` event, waiting up to ``wait`` seconds for the
+    scheduler's event writes to land (after the measurement: this costs the measured run nothing), and when
+    the count was taken, in seconds after ``since`` (a ``perf_counter`` time; default: now). The count is None
+    when events cannot be listed."""
+    since = time.perf_counter() if since is None else since
+    from kubesched.client.rest import ApiError
+
+    deadline = time.monotonic() + wait
+    namespaces = sorted({key.split("/", 1)[0] for key in bound})
+    while True:
+        seen = set()
+        for namespace in namespaces:
+            try:
+                events = await client.list_all("events.k8s.io/v1", "events", namespace=namespace)
+            except ApiError as e:  # e.g. no right to list events on somebody else's cluster: not counted
+                log.warning("cannot count the Scheduled events in %s: %s", namespace, e)
+                return None, 0.0
+            for event in events.get("items") or ():
+                if event.get("reason") != "Scheduled":
+                    continue
+                ref = event.get("regarding") or {}
+                key = f"{ref.get('namespace')}/{ref.get('name')}"
+                if key in bound:
+                    seen.add(key)
+        if len(seen) >= len(bound) or time.monotonic() >= deadline:
+            return len(seen), time.perf_counter() - since
+        await asyncio.sleep(EVENTS_POLL_SECONDS)
+
+
+def _cpu_seconds(pid: int | None, children_only: bool = False) -> float:
     """User + system CPU time process ``pid`` and its live children used so far (0 when it is gone): a
-    scheduler command may be a wrapper (``sh -c``, a container runtime's shim) around the scheduler."""
+    scheduler command may be a wrapper (``sh -c``, a container runtime's shim) around the scheduler, and the
+    scheduler may have an API writer child. ``children_only``: the children's part."""
     import psutil
 
     if pid is None:
         return 0.0
     try:
         proc = psutil.Process(pid)
-        total = sum(proc.cpu_times()[:2])
+        total = 0.0 if children_only else sum(proc.cpu_times()[:2])
         for child in proc.children(recursive=True):
             with contextlib.suppress(psutil.Error):
                 total += sum(child.cpu_times()[:2])

@@ -61,6 +61,14 @@ class EventClient(Protocol):
     ) -> Any: ...
 
 
+class EventSink(Protocol):
+    """Where a recorder hands its writes when its client has an API writer (``ApiClient.event_sink``)."""
+
+    def event(self, event: dict[str, Any]) -> None: ...
+
+    async def flush(self, timeout: float | None = None) -> bool: ...
+
+
 def object_reference(obj: dict[str, Any]) -> dict[str, str]:
     """An ObjectReference for a full object (``kind``, ``apiVersion``, ``metadata``) or a reference dict."""
     meta = obj.get("metadata")
@@ -125,6 +133,8 @@ class EventRecorder:
         self._series: dict[tuple[Any, ...], _Series] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._last_refresh_ns = clock()
+        # A client with an API writer attached (kubesched.client.writer) takes the writes off this process.
+        self._sink: EventSink | None = getattr(client, "event_sink", None)
 
     # ---- recording ----
 
@@ -201,7 +211,19 @@ class EventRecorder:
             event["related"] = rel
         return event
 
+    def submit(self, event: dict[str, Any]) -> None:
+        """Queue a ready-made write (a new event, or one with ``series`` for the PATCH) as it is."""
+        self._ensure_started()
+        self._enqueue(event)
+
+    async def write(self, event: dict[str, Any]) -> None:
+        """Write ``event`` now, with the retries of the background writes (an API writer's child uses this)."""
+        await self._record_with_retries(event)
+
     def _enqueue(self, event: dict[str, Any]) -> None:
+        if self._sink is not None:
+            self._sink.event(event)
+            return
         try:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
@@ -215,9 +237,8 @@ class EventRecorder:
         if self._tasks:
             return
         loop = asyncio.get_running_loop()
-        self._tasks = [
-            loop.create_task(self._worker(), name=f"event writer {i}") for i in range(self._workers)
-        ]
+        workers = 0 if self._sink is not None else self._workers
+        self._tasks = [loop.create_task(self._worker(), name=f"event writer {i}") for i in range(workers)]
         self._tasks.append(loop.create_task(self._housekeeping(), name="event series housekeeping"))
 
     async def _worker(self) -> None:
@@ -297,6 +318,8 @@ class EventRecorder:
             if cached.dirty:
                 self._enqueue(dict(cached.event))
                 cached.dirty = False
+        if self._sink is not None:
+            return await self._sink.flush(timeout)
         if not self._tasks and not self._queue.empty():
             self._ensure_started()
         try:

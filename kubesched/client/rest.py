@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from importlib import metadata
 from types import TracebackType
-from typing import Any, Literal, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 from urllib.parse import quote
 
 import aiohttp
@@ -24,6 +24,9 @@ import orjson
 import yarl
 
 from kubesched.client.config import ClientConfig
+
+if TYPE_CHECKING:
+    from kubesched.client.writer import ApiWriter
 
 log = logging.getLogger(__name__)
 
@@ -673,10 +676,14 @@ class ApiClient:
         self.timeout = timeout
         self.max_retries = max_retries
         self._server = self.config.server
-        self._max_connections = max_connections
+        self._max_connections = self.max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._watch_session: aiohttp.ClientSession | None = None
         self._lean: _LeanPool | None = None
+        # An API writer (kubesched.client.writer) attached: it takes the events (event_sink) and, with
+        # requests, the lean POSTs (bindings) off this process.
+        self.event_sink: ApiWriter | None = None
+        self._writer: ApiWriter | None = None
         self._limiter = (
             TokenBucket(self.config.qps, self.config.effective_burst) if self.config.qps > 0 else None
         )
@@ -703,7 +710,14 @@ class ApiClient:
             self._watch_session = self._new_session(0)  # one connection per open watch, no limit
         return self._watch_session
 
-    def _get_lean(self) -> _LeanPool:
+    def attach_writer(self, writer: ApiWriter, *, requests: bool) -> None:
+        """Hand event writes (and with ``requests``, lean POSTs) to ``writer``; the client closes it."""
+        self.event_sink = writer
+        self._writer = writer if requests else None
+
+    def _get_lean(self) -> _LeanPool | ApiWriter:
+        if self._writer is not None:
+            return self._writer
         if self._lean is None or self._lean.closed:
             self._lean = _LeanPool(
                 self._server, self.config.ssl_context(), self._max_connections, self._user_agent, self.timeout
@@ -711,6 +725,9 @@ class ApiClient:
         return self._lean
 
     async def close(self) -> None:
+        writer, self.event_sink, self._writer = self.event_sink, None, None
+        if writer is not None:
+            await writer.close()
         if self._lean is not None:
             self._lean.close()
             self._lean = None

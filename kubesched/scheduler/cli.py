@@ -32,6 +32,8 @@ STARTUP_LOGGER = "kubesched.startup"
 startup_log = logging.getLogger(STARTUP_LOGGER)
 
 EXIT_LEADERSHIP_LOST = 1
+# The API writer child (kubesched/client/writer.py): see --api-writer and writer.AUTO_MIN_CPUS.
+DEFAULT_API_WRITER = "auto"
 
 
 def _finite_float(value: str) -> float:
@@ -124,6 +126,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="feature gates (known: OpportunisticBatching, default true as in Kubernetes 1.36)",
     )
     add_serving_flags(p)
+    p.add_argument(
+        "--api-writer",
+        choices=("auto", "off", "events", "all"),
+        default=DEFAULT_API_WRITER,
+        help="hand API writes to a child process with connections of its own: events, or events and bindings; "
+        "auto: all with 4 or more CPUs, else off (default auto; kubesched)",
+    )
     p.add_argument(
         "--explain",
         action="store_true",
@@ -256,6 +265,7 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
 
     identity = f"{socket.gethostname()}_{uuid.uuid4()}"
     client = ApiClient(client_config)
+    await _attach_api_writer(client, getattr(args, "api_writer", "off"))
     metrics = SchedulerMetrics()
     try:
         sched = Scheduler(
@@ -378,6 +388,25 @@ async def _main(args: argparse.Namespace, config: Any, client_config: Any, catal
         if auth is not None:
             await auth.close()
         await client.close()
+
+
+async def _attach_api_writer(client: Any, mode: str) -> None:
+    """Start the API writer child for ``mode`` (auto, events, all) and attach it to ``client``, before the scheduler's
+    event recorders are made; without one (off, or it cannot start) the writes stay in process."""
+    from kubesched.client.writer import ApiWriter, resolve_mode
+
+    mode = resolve_mode(mode)
+    if mode == "off":
+        return
+
+    try:
+        writer = ApiWriter(client.config, timeout=client.timeout, max_connections=client.max_connections)
+        await writer.start()
+    except (OSError, ValueError) as e:
+        log.error("API writer not started (%s); writing in process", e)
+        return
+    client.attach_writer(writer, requests=mode == "all")
+    log.info("API writer process %s: %s", writer.pid, "events and bindings" if mode == "all" else "events")
 
 
 async def _lead(sched: Any, elector: Any, metrics: Any, lease_name: str, services: list[Any]) -> None:

@@ -3,6 +3,7 @@ and every workload runs (tiny) in both modes with its check passing. Correctness
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from typing import Any
@@ -325,3 +326,44 @@ def test_cli_scale_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["bench", "--scale", "0,5", "--no-progress"]) == 2
     assert "positive node counts" in capsys.readouterr().err
     assert main(["bench", "--scale", "10", "--nodes", "5", "--no-progress"]) == 2
+
+
+@pytest.mark.parametrize("api_writer", ["off", "events", "all"])
+def test_e2e_every_binding_and_event_lands_whatever_the_api_writer(api_writer: str) -> None:
+    workload = WORKLOADS["SchedulingBasic"].sized(nodes=20, init_pods=5, pods=200)
+    result = run_e2e(workload, E2eOptions(timeout=60, create="live", api_writer=api_writer), full_catalogue())
+    assert_passed(result)
+    assert result["scheduledEvents"] == 200  # every measured pod's Scheduled event was written
+    assert 0.0 <= result["scheduledEventsLagSeconds"] < 15.0
+    if api_writer == "off":
+        assert result["writerCPUSeconds"] == 0.0
+    else:
+        assert result["writerCPUSeconds"] > 0.0  # the child's CPU is counted (and within schedulerCPUSeconds)
+        assert result["schedulerCPUSeconds"] > result["writerCPUSeconds"]
+
+
+def test_scheduled_events_are_counted_per_bound_pod() -> None:
+    from kubesched.bench.e2e import _scheduled_events
+    from kubesched.client.rest import ApiError
+
+    def ev(ns: str, name: str, reason: str = "Scheduled") -> dict[str, Any]:
+        return {"reason": reason, "regarding": {"kind": "Pod", "namespace": ns, "name": name}}
+
+    class Client:
+        def __init__(self, refuse: bool = False) -> None:
+            self.refuse = refuse
+
+        async def list_all(self, api_version: str, plural: str, *, namespace: str) -> dict[str, Any]:
+            if self.refuse:
+                raise ApiError(403, "Forbidden", "no")
+            items = {
+                "a": [ev("a", "p1"), ev("a", "p1"), ev("a", "p2", "FailedScheduling"), ev("a", "other")],
+                "b": [ev("b", "p3")],
+            }
+            return {"items": items[namespace]}
+
+    bound = {"a/p1", "a/p2", "b/p3"}
+    # p2 has no Scheduled event (and a duplicate of p1's does not make up for it): 2 of 3, after the wait
+    assert asyncio.run(_scheduled_events(Client(), bound, wait=0.0))[0] == 2
+    assert asyncio.run(_scheduled_events(Client(), {"a/p1", "b/p3"}, wait=0.0))[0] == 2
+    assert asyncio.run(_scheduled_events(Client(refuse=True), bound, wait=0.0))[0] is None

@@ -9,7 +9,8 @@ per pod (one binding + one event), free of start-up, imports and TLS handshakes.
 ``--side server`` runs the API server under callgrind instead (the client runs normally): its counters are
 zeroed before each client run and dumped after it (``callgrind_control``), so the per-pod figure is the
 server's share of a binding and an event (request parsing, authentication, the write, the answer).
-``--watch`` adds a pods watch to each client run, read until every binding has come back as a MODIFIED event
+``BENCH_WRITER=events|all`` attaches an API writer child (kubesched/client/writer.py) to the client; only the
+client process is measured then (valgrind does not follow the child). ``--watch`` adds a pods watch to each client run, read until every binding has come back as a MODIFIED event
 (the scheduler's informer does that), so the server's watch fan-out and the client's decoding count too.
 
 Not a test (no ``test_`` prefix): run by hand to judge a change to ``kubesched/client``.
@@ -80,6 +81,13 @@ async def _client_run(kubeconfig: str, prefix: str, count: int, watch: bool = Fa
     from kubesched.scheduler.resources import ResourceIndex
 
     async with ApiClient(load_kubeconfig([kubeconfig])) as client:
+        mode = os.environ.get("BENCH_WRITER", "off")  # the API writer child: off, events or all
+        if mode != "off":
+            from kubesched.client.writer import ApiWriter
+
+            writer = ApiWriter(client.config)
+            await writer.start()
+            client.attach_writer(writer, requests=mode == "all")
         listed = await client.list("v1", "pods", namespace=NAMESPACE)
         pods = listed["items"]
         # Both runs list and decode the same pods, so only the requests differ between them.
@@ -122,8 +130,9 @@ async def _client_run(kubeconfig: str, prefix: str, count: int, watch: bool = Fa
         if watcher is not None:
             await asyncio.wait_for(watcher, 600)
         await recorder.close(timeout=600)
-        if failures or recorder.dropped:
-            raise SystemExit(f"{failures} bindings failed, {recorder.dropped} events dropped")
+        dropped = recorder.dropped + (client.event_sink.dropped if client.event_sink is not None else 0)
+        if failures or dropped:
+            raise SystemExit(f"{failures} bindings failed, {dropped} events dropped")
 
 
 def _child_cmd(kubeconfig: str, prefix: str, count: int, watch: bool) -> list[str]:
