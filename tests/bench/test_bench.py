@@ -343,27 +343,68 @@ def test_e2e_every_binding_and_event_lands_whatever_the_api_writer(api_writer: s
 
 
 def test_scheduled_events_are_counted_per_bound_pod() -> None:
+    """One list, then a watch from its resourceVersion for the events written after it (no re-listing)."""
     from kubesched.bench.e2e import _scheduled_events
     from kubesched.client.rest import ApiError
 
     def ev(ns: str, name: str, reason: str = "Scheduled") -> dict[str, Any]:
         return {"reason": reason, "regarding": {"kind": "Pod", "namespace": ns, "name": name}}
 
-    class Client:
-        def __init__(self, refuse: bool = False) -> None:
-            self.refuse = refuse
+    class Stream:
+        def __init__(self, events: list[tuple[str, dict[str, Any]]], hang: bool) -> None:
+            self.events, self.hang = events, hang
 
-        async def list_all(self, api_version: str, plural: str, *, namespace: str) -> dict[str, Any]:
+        async def __aenter__(self) -> Stream:
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+        def __aiter__(self) -> Stream:
+            return self
+
+        async def __anext__(self) -> tuple[str, dict[str, Any]]:
+            if self.events:
+                return self.events.pop(0)
+            if self.hang:  # a live watch with nothing more to say: only the wait ends it
+                await asyncio.sleep(3600)
+            raise StopAsyncIteration
+
+    class Client:
+        def __init__(self, later: tuple[tuple[str, dict[str, Any]], ...] = (), refuse: bool = False) -> None:
+            self.refuse, self.later = refuse, list(later)
+            self.lists: list[str | None] = []
+            self.watches: list[tuple[str | None, str | None]] = []
+
+        async def list_all(self, api_version: str, plural: str, *, namespace: str | None) -> dict[str, Any]:
+            self.lists.append(namespace)
             if self.refuse:
                 raise ApiError(403, "Forbidden", "no")
-            items = {
-                "a": [ev("a", "p1"), ev("a", "p1"), ev("a", "p2", "FailedScheduling"), ev("a", "other")],
-                "b": [ev("b", "p3")],
-            }
-            return {"items": items[namespace]}
+            items = [ev("a", "p1"), ev("a", "p1"), ev("a", "p2", "FailedScheduling"), ev("a", "other")]
+            items += [ev("b", "p3"), ev("c", "p4")]
+            return {"metadata": {"resourceVersion": "42"}, "items": items}
+
+        def watch(
+            self, api_version: str, plural: str, *, namespace: str | None, resource_version: str | None
+        ) -> Stream:
+            self.watches.append((namespace, resource_version))
+            return Stream(self.later, hang=True)
 
     bound = {"a/p1", "a/p2", "b/p3"}
     # p2 has no Scheduled event (and a duplicate of p1's does not make up for it): 2 of 3, after the wait
-    assert asyncio.run(_scheduled_events(Client(), bound, wait=0.0))[0] == 2
-    assert asyncio.run(_scheduled_events(Client(), {"a/p1", "b/p3"}, wait=0.0))[0] == 2
+    client = Client()
+    assert asyncio.run(_scheduled_events(client, bound, wait=0.05))[0] == 2
+    assert client.lists == [None] and client.watches == [(None, "42")]  # several namespaces: the collection
+    # all there at the list: no watch
+    client = Client()
+    assert asyncio.run(_scheduled_events(client, {"a/p1", "b/p3"}, wait=0.0))[0] == 2
+    assert client.watches == []
+    # p2's event lands after the list: the watch counts it (MODIFIED and other reasons do not) and stops there
+    later = (("MODIFIED", ev("a", "p2")), ("ADDED", ev("a", "p2", "Pulled")), ("ADDED", ev("a", "p2")))
+    client = Client(later)
+    assert asyncio.run(_scheduled_events(client, bound, wait=5.0))[0] == 3
+    # one namespace: list and watch just it
+    client = Client((("ADDED", ev("a", "p2")),))
+    assert asyncio.run(_scheduled_events(client, {"a/p1", "a/p2"}, wait=5.0))[0] == 2
+    assert client.lists == ["a"] and client.watches == [("a", "42")]
     assert asyncio.run(_scheduled_events(Client(refuse=True), bound, wait=0.0))[0] is None
